@@ -1,0 +1,60 @@
+"""ztq.core: the library applications import to define and enqueue tasks."""
+
+from ztq.core.calls import TaskCall, task_id_for
+from ztq.core.connection import connect, disconnect_all, get_storage
+from ztq.core.cron import CronTable, add_cron, cron_entries, remove_cron
+from ztq.core.errors import (
+    ConfigError,
+    ConnectionFailed,
+    InvalidName,
+    InvalidOption,
+    NotFound,
+    PayloadError,
+    Retry,
+    SerializationError,
+    StaleLease,
+    UnknownTask,
+    ZtqError,
+)
+from ztq.core.handle import TaskHandle, ping
+from ztq.core.record import TaskRecord
+from ztq.core.registry import TaskFunction, lookup, registered, task
+from ztq.core.states import Priority, TaskState
+from ztq.core.storage import Storage
+from ztq.core.transaction import DataManager, transaction, use_transaction_manager
+
+__all__ = [
+    "ConfigError",
+    "ConnectionFailed",
+    "CronTable",
+    "DataManager",
+    "InvalidName",
+    "InvalidOption",
+    "NotFound",
+    "PayloadError",
+    "Priority",
+    "Retry",
+    "SerializationError",
+    "StaleLease",
+    "Storage",
+    "TaskCall",
+    "TaskFunction",
+    "TaskHandle",
+    "TaskRecord",
+    "TaskState",
+    "UnknownTask",
+    "ZtqError",
+    "add_cron",
+    "connect",
+    "cron_entries",
+    "disconnect_all",
+    "get_storage",
+    "lookup",
+    "ping",
+    "registered",
+    "remove_cron",
+    "task",
+    "task_id_for",
+    "transaction",
+    "use_transaction_manager",
+]

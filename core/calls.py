@@ -1,0 +1,237 @@
+"""A prepared task call: what to run, with which options, and how it is encoded.
+
+``TaskCall`` is ZTQ's ``prepare(...)``: it can be enqueued, buffered by a transaction, or
+given as ``callback`` / ``on_failure`` / ``on_progress`` of another call (chainable, since a
+callback carries its own options and callbacks).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import time
+import uuid
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from ztq.core.errors import InvalidName, InvalidOption, SerializationError
+from ztq.core.keys import check_queue
+from ztq.core.states import Priority
+
+if TYPE_CHECKING:
+    from ztq.core.handle import TaskHandle
+
+TASK_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]{0,199}$")
+TASK_ID = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
+
+
+def check_task_name(name: str) -> str:
+    if not isinstance(name, str) or not TASK_NAME.match(name):
+        raise InvalidName(f"task name {name!r} is not allowed: use a dotted Python name")
+    return name
+
+
+def check_task_id(task_id: str) -> str:
+    if not isinstance(task_id, str) or not TASK_ID.match(task_id):
+        raise InvalidName(
+            f"task id {task_id!r} is not allowed: 1-128 letters, digits, '_', '.', ':' or '-'"
+        )
+    return task_id
+
+
+def encode_json(value: Any, what: str) -> str:
+    """Compact JSON or a :class:`SerializationError` that says what could not be encoded."""
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise SerializationError(
+            f"{what} cannot be sent as JSON (ztq never pickles): {exc}"
+        ) from exc
+
+
+def task_id_for(queue: str, task: str, args: list[Any], kwargs: dict[str, Any]) -> str:
+    """The dedup id: hex MD5 of the canonical JSON of queue, task name, args and kwargs.
+
+    Canonical: ``json.dumps({"args":..., "kwargs":..., "queue":..., "task":...},
+    sort_keys=True, separators=(",", ":"), ensure_ascii=True)`` encoded as UTF-8. Options
+    (priority, delay, callbacks, ...) are not part of it: the same work with other options is
+    the same task.
+    """
+    canonical = json.dumps(
+        {"args": args, "kwargs": kwargs, "queue": queue, "task": task},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=True,
+        allow_nan=False,
+    )
+    return hashlib.md5(canonical.encode("utf-8"), usedforsecurity=False).hexdigest()
+
+
+def _priority(value: Priority | str) -> Priority:
+    try:
+        return Priority(value)
+    except ValueError:
+        raise InvalidOption(f"priority must be one of high, normal, low, not {value!r}") from None
+
+
+def _seconds(value: Any, what: str, *, allow_zero: bool = True) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InvalidOption(f"{what} must be a number of seconds, not {value!r}")
+    if value < 0 or (value == 0 and not allow_zero):
+        raise InvalidOption(f"{what} must be {'>= 0' if allow_zero else '> 0'}, not {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class TaskCall:
+    """One call of a registered task with its options; immutable, reusable."""
+
+    task: str
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    queue: str = "default"
+    connection: str = "default"
+    priority: Priority = Priority.NORMAL
+    delay: float | None = None
+    eta: float | None = None  # epoch seconds
+    first: bool = False
+    unique: bool = True
+    id: str | None = None
+    callback: TaskCall | None = None
+    on_failure: TaskCall | None = None
+    on_progress: TaskCall | None = None
+    timeout: float | None = None
+    retries: int = 0
+
+    def __post_init__(self) -> None:
+        check_task_name(self.task)
+        check_queue(self.queue)
+        if not isinstance(self.args, (list, tuple)):
+            raise InvalidOption(f"args must be a list or tuple, not {type(self.args).__name__}")
+        if not isinstance(self.kwargs, dict) or not all(isinstance(k, str) for k in self.kwargs):
+            raise InvalidOption("kwargs must be a dict with str keys")
+        object.__setattr__(self, "args", tuple(self.args))
+        object.__setattr__(self, "priority", _priority(self.priority))
+        object.__setattr__(self, "delay", _seconds(self.delay, "delay"))
+        object.__setattr__(self, "timeout", _seconds(self.timeout, "timeout", allow_zero=False))
+        eta = self.eta
+        if isinstance(eta, datetime):
+            eta = eta.timestamp()
+        object.__setattr__(self, "eta", _seconds(eta, "eta"))
+        if self.delay is not None and self.eta is not None:
+            raise InvalidOption("give delay or eta, not both")
+        if isinstance(self.retries, bool) or not isinstance(self.retries, int) or self.retries < 0:
+            raise InvalidOption(f"retries must be an int >= 0, not {self.retries!r}")
+        if self.id is not None:
+            check_task_id(self.id)
+        for name in ("callback", "on_failure", "on_progress"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, TaskCall):
+                raise InvalidOption(
+                    f"{name} must be a prepared task (fn.prepare(...)), not {value!r}"
+                )
+        # encode now so that a bad argument fails at the caller, not in a worker
+        encode_json(list(self.args), f"arguments of {self.task}")
+        encode_json(self.kwargs, f"keyword arguments of {self.task}")
+
+    def with_options(self, **changes: Any) -> TaskCall:
+        """A copy with other options (``TaskCall`` is immutable)."""
+        return replace(self, **changes)
+
+    # -- encoding ----------------------------------------------------------------------------
+    def resolve_id(self) -> str:
+        """The explicit id, the MD5 dedup id, or a fresh random id when ``unique=False``."""
+        if self.id is not None:
+            return self.id
+        if not self.unique:
+            return uuid.uuid4().hex
+        return task_id_for(self.queue, self.task, list(self.args), self.kwargs)
+
+    def delay_ms(self, now: float | None = None) -> int:
+        if self.eta is not None:
+            now = time.time() if now is None else now
+            return max(0, int(round((self.eta - now) * 1000)))
+        return int(round((self.delay or 0) * 1000))
+
+    def options_dict(self) -> dict[str, Any]:
+        """The options a worker needs, only those that differ from the defaults."""
+        opts: dict[str, Any] = {}
+        if self.retries:
+            opts["retries"] = self.retries
+        if self.timeout is not None:
+            opts["timeout"] = self.timeout
+        for name in ("callback", "on_failure", "on_progress"):
+            value = getattr(self, name)
+            if value is not None:
+                opts[name] = value.to_dict()
+        return opts
+
+    def payload(self) -> str:
+        data: dict[str, Any] = {"task": self.task, "args": list(self.args), "kwargs": self.kwargs}
+        opts = self.options_dict()
+        if opts:
+            data["opts"] = opts
+        return encode_json(data, f"task {self.task}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """A callback as stored inside its parent's payload."""
+        data: dict[str, Any] = {
+            "task": self.task,
+            "args": list(self.args),
+            "kwargs": self.kwargs,
+            "queue": self.queue,
+        }
+        if self.connection != "default":
+            data["connection"] = self.connection
+        if self.priority is not Priority.NORMAL:
+            data["priority"] = self.priority.value
+        if self.delay:
+            data["delay"] = self.delay
+        if self.first:
+            data["first"] = True
+        if not self.unique:
+            data["unique"] = False
+        if self.id is not None:
+            data["id"] = self.id
+        opts = self.options_dict()
+        if opts:
+            data["opts"] = opts
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TaskCall:
+        """Rebuild a callback stored by :meth:`to_dict`."""
+        opts = dict(data.get("opts") or {})
+
+        def nested(name: str) -> TaskCall | None:
+            return cls.from_dict(opts[name]) if opts.get(name) else None
+
+        return cls(
+            task=data["task"],
+            args=tuple(data.get("args") or ()),
+            kwargs=dict(data.get("kwargs") or {}),
+            queue=data.get("queue", "default"),
+            connection=data.get("connection", "default"),
+            priority=Priority(data.get("priority", "normal")),
+            delay=data.get("delay"),
+            first=bool(data.get("first", False)),
+            unique=bool(data.get("unique", True)),
+            id=data.get("id"),
+            timeout=opts.get("timeout"),
+            retries=int(opts.get("retries", 0)),
+            callback=nested("callback"),
+            on_failure=nested("on_failure"),
+            on_progress=nested("on_progress"),
+        )
+
+    # -- sending -----------------------------------------------------------------------------
+    def enqueue(self) -> TaskHandle:
+        """Send the call now, or buffer it when a transaction is open."""
+        from ztq.core.enqueue import send
+
+        return send(self)

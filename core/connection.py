@@ -1,0 +1,98 @@
+"""Named Redis connections: ``connect()`` sets them, everything else asks :func:`get_storage`.
+
+The default connection comes from ``ZTQ_REDIS_URL`` the first time it is needed (never at
+import time), or ``redis://127.0.0.1:6379/0``. A task may name another connection
+(``@task(connection="reports")``) to route its queue to another Redis, as ZTQ could.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from typing import Any
+
+import redis
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.retry import Retry
+from ztq.core.errors import ConfigError
+from ztq.core.storage import Storage
+
+DEFAULT_URL = "redis://127.0.0.1:6379/0"
+ENV_URL = "ZTQ_REDIS_URL"
+ENV_PREFIX = "ZTQ_PREFIX"
+
+_lock = threading.Lock()
+_storages: dict[str, Storage] = {}
+
+
+def make_client(url: str, *, cluster: bool | None = None, **options: Any) -> Any:
+    """A redis-py client for ``url`` with bounded retries on connection errors.
+
+    ``redis+cluster://host:port`` (or ``cluster=True``) gives a :class:`redis.RedisCluster`.
+    """
+    if not isinstance(url, str) or "://" not in url:
+        raise ConfigError(f"Redis URL {url!r} is not a URL such as redis://host:6379/0")
+    if url.startswith("redis+cluster://"):
+        cluster, url = True, "redis://" + url[len("redis+cluster://") :]
+    common: dict[str, Any] = {
+        "decode_responses": True,
+        "socket_connect_timeout": 2.0,
+        "socket_keepalive": True,
+        "health_check_interval": 30,
+        "retry": Retry(ExponentialBackoff(cap=0.5, base=0.05), 3),
+        "retry_on_error": [RedisConnectionError, RedisTimeoutError],
+    }
+    common.update(options)
+    try:
+        if cluster:
+            common.pop("health_check_interval", None)
+            common.pop("retry_on_error", None)
+            return redis.RedisCluster.from_url(url, **common)
+        return redis.Redis.from_url(url, **common)
+    except ValueError as exc:
+        raise ConfigError(f"Redis URL {url!r} is not valid: {exc}") from exc
+
+
+def connect(
+    url: str | None = None,
+    *,
+    name: str = "default",
+    prefix: str | None = None,
+    cluster: bool | None = None,
+    client: Any = None,
+) -> Storage:
+    """Set (or replace) the named connection and return its :class:`Storage`.
+
+    ``client`` passes a ready-made redis-py client (it must use ``decode_responses=True``).
+    """
+    url = url or os.environ.get(ENV_URL) or DEFAULT_URL
+    prefix = prefix or os.environ.get(ENV_PREFIX) or "ztq"
+    if client is None:
+        client = make_client(url, cluster=cluster)
+    storage = Storage(client, prefix=prefix, url=url)
+    with _lock:
+        _storages[name] = storage
+    return storage
+
+
+def get_storage(name: str = "default") -> Storage:
+    """The named connection; the default one is made from the environment on first use."""
+    with _lock:
+        storage = _storages.get(name)
+    if storage is not None:
+        return storage
+    if name != "default":
+        raise ConfigError(f"no Redis connection named {name!r}: call connect(url, name={name!r})")
+    return connect()
+
+
+def disconnect_all() -> None:
+    """Forget every connection (tests, and forked worker processes)."""
+    with _lock:
+        for storage in _storages.values():
+            with contextlib.suppress(Exception):  # closing is best effort
+                storage.client.close()
+        _storages.clear()

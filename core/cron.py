@@ -1,0 +1,107 @@
+"""Cron: tasks enqueued on a crontab schedule by every worker, once per tick in all.
+
+Each worker that imported the module keeps the entries and calls :meth:`CronTable.tick`;
+the enqueue script records the last tick per entry in the queue's ``cronlast`` hash, so
+however many workers fire the same tick, one task is enqueued.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from croniter import croniter
+from ztq.core.calls import TaskCall
+from ztq.core.errors import InvalidOption
+
+DEFAULT_GRACE = 60.0  # seconds: a tick missed by more than this (worker down) is skipped
+
+
+@dataclass
+class CronEntry:
+    name: str
+    call: TaskCall
+    spec: str
+    grace: float = DEFAULT_GRACE
+    next_fire: float | None = None
+
+    def next_after(self, when: float) -> float:
+        return float(croniter(self.spec, when).get_next(float))
+
+    def last_at_or_before(self, when: float) -> float:
+        it = croniter(self.spec, when + 0.001)
+        return float(it.get_prev(float))
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "spec": self.spec,
+            "task": self.call.task,
+            "queue": self.call.queue,
+            "args": list(self.call.args),
+            "kwargs": self.call.kwargs,
+            "next": int((self.next_fire or self.next_after(time.time())) * 1000),
+        }
+
+
+_entries: dict[str, CronEntry] = {}
+_lock = threading.Lock()
+
+
+def add_cron(
+    call: Any, spec: str, *, name: str | None = None, grace: float = DEFAULT_GRACE
+) -> CronEntry:
+    """Schedule ``call`` (a prepared task, or a task function to call without arguments)."""
+    if not isinstance(call, TaskCall):
+        prepare = getattr(call, "prepare", None)
+        if prepare is None:
+            raise InvalidOption(f"add_cron needs a task or a prepared call, not {call!r}")
+        call = prepare()
+    if not isinstance(spec, str) or not croniter.is_valid(spec):
+        raise InvalidOption(f"cron spec {spec!r} is not a valid crontab expression")
+    entry = CronEntry(name or call.task, call, spec, grace)
+    with _lock:
+        _entries[entry.name] = entry
+    return entry
+
+
+def remove_cron(name: str) -> None:
+    with _lock:
+        _entries.pop(name, None)
+
+
+def cron_entries() -> list[CronEntry]:
+    with _lock:
+        return list(_entries.values())
+
+
+class CronTable:
+    """The firing side, run by workers: which ticks are due, and when to look again."""
+
+    def __init__(self, entries: list[CronEntry] | None = None) -> None:
+        self.entries = entries if entries is not None else cron_entries()
+
+    def tick(self, now: float | None = None) -> tuple[list[tuple[CronEntry, float]], float | None]:
+        """Ticks to enqueue now as (entry, tick time), and the time of the next one."""
+        now = time.time() if now is None else now
+        due: list[tuple[CronEntry, float]] = []
+        for entry in self.entries:
+            if entry.next_fire is None:
+                last = entry.last_at_or_before(now)
+                entry.next_fire = last if now - last <= entry.grace else entry.next_after(now)
+            while entry.next_fire <= now:
+                if now - entry.next_fire <= entry.grace:
+                    due.append((entry, entry.next_fire))
+                entry.next_fire = entry.next_after(entry.next_fire)
+        upcoming = min((e.next_fire for e in self.entries if e.next_fire), default=None)
+        return due, upcoming
+
+    def fire(self, now: float | None = None) -> tuple[list[Any], float | None]:
+        """Enqueue the due ticks (dedup per tick in Redis); returns handles and next time."""
+        from ztq.core.enqueue import send
+
+        due, upcoming = self.tick(now)
+        handles = [send(entry.call, cron=(entry.name, int(at * 1000))) for entry, at in due]
+        return handles, upcoming

@@ -1,0 +1,54 @@
+"""Every exception ztq raises, under one root so callers can catch ``ZtqError``."""
+
+from __future__ import annotations
+
+
+class ZtqError(Exception):
+    """Root of every error raised by ztq."""
+
+
+class ConfigError(ZtqError):
+    """A setting, option or config file is wrong; the message names what and where."""
+
+
+class InvalidName(ZtqError, ValueError):
+    """A queue name, task name or task id contains characters that would break keys."""
+
+
+class SerializationError(ZtqError, TypeError):
+    """Task arguments cannot be encoded as JSON (ztq never pickles)."""
+
+
+class UnknownTask(ZtqError, LookupError):
+    """A payload names a task that is not registered in this process."""
+
+
+class PayloadError(ZtqError, ValueError):
+    """A task record in Redis is not valid JSON or lacks a required field."""
+
+
+class ConnectionFailed(ZtqError, ConnectionError):
+    """Redis could not be reached after bounded retries; the message names the URL."""
+
+
+class NotFound(ZtqError, LookupError):
+    """The task, worker or queue asked for does not exist."""
+
+
+class StaleLease(ZtqError):
+    """An ack or failure came from a worker whose lease expired and was handed on."""
+
+
+class Retry(ZtqError):  # noqa: N818 - raised by tasks, reads as a verb
+    """Raised inside a task to run it again later.
+
+    ``delay`` is in seconds; ``None`` lets the worker use the task's backoff.
+    """
+
+    def __init__(self, delay: float | None = None, message: str = "") -> None:
+        super().__init__(message or f"retry in {delay}s")
+        self.delay = delay
+
+
+class InvalidOption(ZtqError, ValueError):
+    """An enqueue or task option has a value of the wrong type or out of range."""

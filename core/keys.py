@@ -1,0 +1,86 @@
+"""Every Redis key name ztq uses, and the only place that spells one.
+
+Keys of a queue carry the hash tag ``{queue}`` and global keys ``{ztq}``, so every Lua script
+touches keys of one cluster slot and the same code runs on a single Redis and on Cluster.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ztq.core.errors import InvalidName
+from ztq.core.states import PRIORITIES, Priority
+
+QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
+PREFIX_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,32}$")
+
+
+def check_queue(name: str) -> str:
+    """Return ``name`` if it is a usable queue name, else raise :class:`InvalidName`."""
+    if not isinstance(name, str) or not QUEUE_NAME.match(name):
+        raise InvalidName(
+            f"queue name {name!r} is not allowed: use 1-64 letters, digits, '_', '.' or '-'"
+        )
+    return name
+
+
+class Keys:
+    """Builds key names under one prefix (default ``ztq``)."""
+
+    def __init__(self, prefix: str = "ztq") -> None:
+        if not PREFIX_NAME.match(prefix):
+            raise InvalidName(f"key prefix {prefix!r} is not allowed")
+        self.prefix = prefix
+        self.queues = f"{prefix}:{{ztq}}:queues"
+        self.workers = f"{prefix}:{{ztq}}:workers"
+        self.events = f"{prefix}:{{ztq}}:events"
+        self.cron = f"{prefix}:{{ztq}}:cron"
+        self.audit = f"{prefix}:{{ztq}}:audit"
+
+    # -- per queue ---------------------------------------------------------------------------
+    def _q(self, queue: str, suffix: str) -> str:
+        return f"{self.prefix}:{{{queue}}}:{suffix}"
+
+    def tasks(self, queue: str) -> str:
+        return self._q(queue, "tasks")
+
+    def ready(self, queue: str, priority: Priority | str) -> str:
+        return self._q(queue, f"ready:{priority}")
+
+    def ready_all(self, queue: str) -> list[str]:
+        return [self.ready(queue, p) for p in PRIORITIES]
+
+    def delayed(self, queue: str) -> str:
+        return self._q(queue, "delayed")
+
+    def running(self, queue: str) -> str:
+        return self._q(queue, "running")
+
+    def errors(self, queue: str) -> str:
+        return self._q(queue, "errors")
+
+    def done(self, queue: str) -> str:
+        return self._q(queue, "done")
+
+    def history(self, queue: str) -> str:
+        return self._q(queue, "history")
+
+    def wake(self, queue: str) -> str:
+        return self._q(queue, "wake")
+
+    def paused(self, queue: str) -> str:
+        return self._q(queue, "paused")
+
+    def cronlast(self, queue: str) -> str:
+        return self._q(queue, "cronlast")
+
+    def stats(self, queue: str, minute: int) -> str:
+        """Counters (``done``, ``failed``) of one minute; ``minute`` is epoch seconds // 60."""
+        return self._q(queue, f"stats:{minute}")
+
+    # -- per worker --------------------------------------------------------------------------
+    def worker(self, worker_id: str) -> str:
+        return f"{self.prefix}:{{ztq}}:w:{worker_id}"
+
+    def worker_cmd(self, worker_id: str) -> str:
+        return f"{self.prefix}:{{ztq}}:w:{worker_id}:cmd"

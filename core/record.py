@@ -1,0 +1,106 @@
+"""The task record as stored in a queue's ``tasks`` hash, decoded for Python callers.
+
+Stored form (one hash field per task, see ``scripts/_lib.lua``)::
+
+    {"state":"queued","enqueued":1763800000000,...}\n{"task":"app.mail.send","args":[...],...}
+
+The first line is the meta JSON that Lua scripts rewrite on every state move; the second is
+the payload JSON written once by :func:`ztq.core.calls.TaskCall.payload` and never decoded in
+Lua.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from ztq.core.errors import PayloadError
+from ztq.core.states import TaskState
+
+
+def split_record(raw: str) -> tuple[dict[str, Any], str]:
+    """Split a stored record into its meta dict and its payload text."""
+    meta_text, sep, payload = raw.partition("\n")
+    try:
+        meta = json.loads(meta_text)
+    except ValueError:
+        meta = None
+    if not sep or not isinstance(meta, dict):
+        return {"state": "error", "error": "PayloadError: record has no meta line"}, raw
+    return meta, payload
+
+
+def decode_payload(text: str) -> dict[str, Any]:
+    """Parse a payload; a clear :class:`PayloadError` if it is not a task payload."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise PayloadError(f"task payload is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("task"), str):
+        raise PayloadError("task payload must be a JSON object with a 'task' name")
+    if not isinstance(data.get("args", []), list) or not isinstance(data.get("kwargs", {}), dict):
+        raise PayloadError("task payload 'args' must be a list and 'kwargs' an object")
+    return data
+
+
+@dataclass
+class TaskRecord:
+    """One task as the console and ``ping`` see it."""
+
+    id: str
+    queue: str
+    meta: dict[str, Any]
+    payload_text: str
+    payload: dict[str, Any] = field(default_factory=dict)
+    payload_error: str = ""
+
+    @classmethod
+    def from_raw(cls, queue: str, task_id: str, raw: str) -> TaskRecord:
+        meta, text = split_record(raw)
+        rec = cls(task_id, queue, meta, text)
+        try:
+            rec.payload = decode_payload(text)
+        except PayloadError as exc:
+            rec.payload_error = str(exc)
+        return rec
+
+    @property
+    def state(self) -> TaskState:
+        try:
+            return TaskState(self.meta.get("state", "none"))
+        except ValueError:
+            return TaskState.NONE
+
+    @property
+    def task(self) -> str:
+        return str(self.payload.get("task", "?"))
+
+    @property
+    def args(self) -> list[Any]:
+        return list(self.payload.get("args", []))
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        return dict(self.payload.get("kwargs", {}))
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return dict(self.payload.get("opts", {}))
+
+    @property
+    def priority(self) -> str:
+        return str(self.meta.get("prio", "normal"))
+
+    @property
+    def result(self) -> Any:
+        text = self.meta.get("result")
+        return json.loads(text) if text else None
+
+    @property
+    def progress(self) -> Any:
+        text = self.meta.get("progress")
+        return json.loads(text) if text else None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.meta.get(key, default)

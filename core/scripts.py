@@ -1,0 +1,77 @@
+"""Loads the Lua scripts once per process and runs them by SHA, reloading after NOSCRIPT.
+
+redis-py's ``Script`` objects make every pipeline ask ``SCRIPT EXISTS`` first, which costs a
+round trip on the hot path (ack + fetch travel in one pipeline). Here a pipeline is sent as
+is; if Redis lost its script cache (restart, ``SCRIPT FLUSH``) the whole batch fails with
+NOSCRIPT before any script ran, so the scripts are loaded and the batch is sent again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from importlib import resources
+from typing import Any
+
+from redis.exceptions import NoScriptError, ResponseError
+
+NAMES = (
+    "enqueue",
+    "fetch",
+    "ack",
+    "fail",
+    "renew",
+    "progress",
+    "reap",
+    "promote",
+    "requeue",
+    "remove",
+)
+
+Op = tuple[str, Sequence[str], Sequence[Any]]  # (script name, keys, args)
+
+
+def _read(name: str) -> str:
+    return resources.files("ztq.core").joinpath("scripts", f"{name}.lua").read_text("utf-8")
+
+
+class Scripts:
+    """The script sources and SHAs; shared by every client of a process."""
+
+    def __init__(self) -> None:
+        lib = _read("_lib")
+        self.source = {name: lib + "\n" + _read(name) for name in NAMES}
+        self.sha = {
+            name: hashlib.sha1(src.encode("utf-8")).hexdigest() for name, src in self.source.items()
+        }
+
+    def load_all(self, client: Any) -> None:
+        for src in self.source.values():
+            client.script_load(src)
+
+    def call(self, client: Any, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        """Run one script on ``client`` (a Redis or RedisCluster)."""
+        try:
+            return client.evalsha(self.sha[name], len(keys), *keys, *args)
+        except NoScriptError:
+            self.load_all(client)
+            return client.evalsha(self.sha[name], len(keys), *keys, *args)
+
+    def call_many(self, client: Any, ops: Sequence[Op]) -> list[Any]:
+        """Run several scripts in one round trip (a pipeline without MULTI)."""
+        if not ops:
+            return []
+        for attempt in (1, 2):
+            pipe = client.pipeline(transaction=False)
+            for name, keys, args in ops:
+                pipe.execute_command("EVALSHA", self.sha[name], len(keys), *keys, *args)
+            try:
+                return list(pipe.execute())
+            except (NoScriptError, ResponseError) as exc:
+                if attempt == 2 or "NOSCRIPT" not in str(exc):
+                    raise
+                self.load_all(client)
+        raise AssertionError("unreachable")
+
+
+SCRIPTS = Scripts()

@@ -1,0 +1,45 @@
+-- Helpers prepended to every script when it is loaded (see ztq/core/storage.py).
+--
+-- A task record is one field of the queue's `tasks` hash: a line of meta JSON (state, times,
+-- attempts, error ...) that scripts decode and rewrite, then '\n', then the payload JSON
+-- (task name, args, kwargs, options) that scripts never decode, so numbers and empty
+-- containers in arguments pass through Lua untouched.
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function load(tasks, id)
+  local raw = redis.call('HGET', tasks, id)
+  if not raw then return nil, nil end
+  local nl = string.find(raw, '\n', 1, true)
+  if not nl then return {state = 'error', error = 'PayloadError: record has no meta line'}, raw end
+  local ok, meta = pcall(cjson.decode, string.sub(raw, 1, nl - 1))
+  if not ok or type(meta) ~= 'table' then
+    meta = {state = 'error', error = 'PayloadError: meta line is not JSON'}
+  end
+  return meta, string.sub(raw, nl + 1)
+end
+
+local function save(tasks, id, meta, payload)
+  redis.call('HSET', tasks, id, cjson.encode(meta) .. '\n' .. payload)
+end
+
+-- ready lists come as a table {high=KEY, normal=KEY, low=KEY}
+local function ready_list(ready, prio)
+  return ready[prio] or ready['normal']
+end
+
+local function wake(key)
+  redis.call('LPUSH', key, '1')
+  redis.call('LTRIM', key, 0, 15)
+end
+
+local function clear_run(meta)
+  meta.worker = nil
+  meta.thread = nil
+  meta.progress = nil
+  meta.comment = nil
+  meta.pid = nil
+end

@@ -1,0 +1,53 @@
+-- Finish tasks that ran to success, in one call for a batch.
+-- KEYS: 1 tasks, 2 running, 3 done (id -> expiry ms), 4 history, 5 stats (this minute),
+--       6 ready:high, 7 ready:normal, 8 ready:low, 9 wake
+-- ARGV: 1 worker id, 2 result ttl ms (0 = drop the record now), 3 history maxlen,
+--       then per task 4 fields: id, attempts (fencing token), task name, result JSON ('' = none)
+-- Returns: the ids whose ack was refused (lease lost to another run, or record gone).
+local ready = {high = KEYS[6], normal = KEYS[7], low = KEYS[8]}
+local worker, ttl, maxlen = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local now = now_ms()
+local refused = {}
+local acked = 0
+for i = 4, #ARGV, 4 do
+  local id, token, name, result = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], ARGV[i + 3]
+  local meta, payload = load(KEYS[1], id)
+  if not meta or meta.state ~= 'running' or meta.attempts ~= token or meta.worker ~= worker then
+    refused[#refused + 1] = id
+  else
+    redis.call('ZREM', KEYS[2], id)
+    local started = meta.started or now
+    redis.call('XADD', KEYS[4], 'MAXLEN', '~', maxlen, '*', 'id', id, 'task', name,
+      'status', 'done', 'worker', worker, 'thread', meta.thread or '',
+      'enqueued', meta.enqueued or 0, 'started', started, 'ended', now,
+      'runtime_ms', now - started, 'summary', '')
+    acked = acked + 1
+    clear_run(meta)
+    meta.ended = now
+    if meta.rerun then
+      meta.rerun, meta.state, meta.attempts, meta.enqueued = nil, 'queued', 0, now
+      save(KEYS[1], id, meta, payload)
+      redis.call('RPUSH', ready_list(ready, meta.prio), id)
+      wake(KEYS[9])
+    elseif ttl > 0 then
+      meta.state = 'done'
+      if result ~= '' then meta.result = result end
+      save(KEYS[1], id, meta, payload)
+      redis.call('ZADD', KEYS[3], now + ttl, id)
+    else
+      redis.call('HDEL', KEYS[1], id)
+    end
+  end
+end
+if acked > 0 then
+  redis.call('HINCRBY', KEYS[5], 'done', acked)
+  redis.call('PEXPIRE', KEYS[5], 7200000)
+end
+-- expire a few finished records on the way (bounded work per call)
+local old = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 20)
+for _, id in ipairs(old) do
+  local meta = load(KEYS[1], id)
+  if meta and meta.state == 'done' then redis.call('HDEL', KEYS[1], id) end
+  redis.call('ZREM', KEYS[3], id)
+end
+return refused

@@ -1,0 +1,44 @@
+-- A run failed: schedule a retry, or move the task to the queue's error list.
+-- KEYS: 1 tasks, 2 running, 3 errors, 4 delayed, 5 history, 6 stats (this minute),
+--       7 ready:high, 8 ready:normal, 9 ready:low, 10 wake
+-- ARGV: 1 worker id, 2 id, 3 attempts (fencing token), 4 task name, 5 error "Type: message",
+--       6 traceback, 7 retry delay ms (-1 = no retry: to the error list), 8 history maxlen
+-- Returns: 'error', 'retry', 'rerun' (an identical enqueue arrived meanwhile: queued again)
+--          or 'refused' (lease lost to another run; nothing changed).
+local ready = {high = KEYS[7], normal = KEYS[8], low = KEYS[9]}
+local worker, id, token, name = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local err, tb, retry, maxlen = ARGV[5], ARGV[6], tonumber(ARGV[7]), ARGV[8]
+local meta, payload = load(KEYS[1], id)
+if not meta or meta.state ~= 'running' or meta.attempts ~= token or meta.worker ~= worker then
+  return 'refused'
+end
+local now = now_ms()
+local started = meta.started or now
+redis.call('ZREM', KEYS[2], id)
+redis.call('XADD', KEYS[5], 'MAXLEN', '~', maxlen, '*', 'id', id, 'task', name,
+  'status', retry >= 0 and 'retry' or 'failed', 'worker', worker, 'thread', meta.thread or '',
+  'enqueued', meta.enqueued or 0, 'started', started, 'ended', now,
+  'runtime_ms', now - started, 'summary', string.sub(err, 1, 200))
+redis.call('HINCRBY', KEYS[6], 'failed', 1)
+redis.call('PEXPIRE', KEYS[6], 7200000)
+meta.error, meta.traceback, meta.ended = err, tb, now
+meta.failed_worker, meta.failed_thread = worker, meta.thread
+clear_run(meta)
+if meta.rerun then
+  meta.rerun, meta.state, meta.attempts, meta.enqueued = nil, 'queued', 0, now
+  save(KEYS[1], id, meta, payload)
+  redis.call('RPUSH', ready_list(ready, meta.prio), id)
+  wake(KEYS[10])
+  return 'rerun'
+end
+if retry >= 0 then
+  meta.state, meta.due = 'delayed', now + retry
+  save(KEYS[1], id, meta, payload)
+  redis.call('ZADD', KEYS[4], now + retry, id)
+  wake(KEYS[10])
+  return 'retry'
+end
+meta.state, meta.failed = 'error', now
+save(KEYS[1], id, meta, payload)
+redis.call('ZADD', KEYS[3], now, id)
+return 'error'

@@ -1,0 +1,32 @@
+-- Lease up to N ready tasks, highest priority first, FIFO within a level.
+-- KEYS: 1 tasks, 2 ready:high, 3 ready:normal, 4 ready:low, 5 running, 6 paused
+-- ARGV: 1 worker id, 2 thread name, 3 lease_ms, 4 max tasks
+-- Returns: flat list {id, attempts, payload, ...}. `attempts` is the fencing token that
+--          ack/fail/renew must present: a lease handed on after expiry has a higher one.
+if redis.call('EXISTS', KEYS[6]) == 1 then return {} end
+local worker, thread, lease, limit = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local now = now_ms()
+local out = {}
+local taken = 0
+for i = 2, 4 do
+  while taken < limit do
+    local id = redis.call('LPOP', KEYS[i])
+    if not id then break end
+    local meta, payload = load(KEYS[1], id)
+    -- an id whose record is gone or not queued any more is a leftover: drop it
+    if meta and meta.state == 'queued' then
+      meta.state = 'running'
+      meta.attempts = (meta.attempts or 0) + 1
+      meta.started = now
+      meta.worker, meta.thread = worker, thread
+      meta.rerun = nil
+      save(KEYS[1], id, meta, payload)
+      redis.call('ZADD', KEYS[5], now + lease, id)
+      out[#out + 1] = id
+      out[#out + 1] = meta.attempts
+      out[#out + 1] = payload
+      taken = taken + 1
+    end
+  end
+end
+return out

@@ -1,0 +1,32 @@
+-- Hand back the tasks whose lease expired (their worker died or froze).
+-- KEYS: 1 tasks, 2 running, 3 errors, 4 ready:high, 5 ready:normal, 6 ready:low, 7 wake
+-- ARGV: 1 max times a task may lose its worker before it is a poison pill, 2 max tasks
+-- Returns: flat list {id, worker, outcome ('ready' or 'error'), ...} for the event log.
+local ready = {high = KEYS[4], normal = KEYS[5], low = KEYS[6]}
+local max_lost, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
+local now = now_ms()
+local out = {}
+local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, limit)
+for _, id in ipairs(expired) do
+  redis.call('ZREM', KEYS[2], id)
+  local meta, payload = load(KEYS[1], id)
+  if meta and meta.state == 'running' then
+    local worker = meta.worker or ''
+    meta.lost = (meta.lost or 0) + 1
+    clear_run(meta)
+    if meta.lost >= max_lost then
+      meta.state, meta.failed, meta.ended = 'error', now, now
+      meta.error = 'WorkerLost: the task lost its worker ' .. meta.lost ..
+        ' times (last: ' .. worker .. '); kept out of the queue as a poison pill'
+      redis.call('ZADD', KEYS[3], now, id)
+      out[#out + 1], out[#out + 2], out[#out + 3] = id, worker, 'error'
+    else
+      meta.state = 'queued'
+      redis.call('LPUSH', ready_list(ready, meta.prio), id)
+      out[#out + 1], out[#out + 2], out[#out + 3] = id, worker, 'ready'
+    end
+    save(KEYS[1], id, meta, payload)
+  end
+end
+if #out > 0 then wake(KEYS[7]) end
+return out

@@ -1,0 +1,372 @@
+"""The storage layer: every Redis call of ztq goes through a :class:`Storage`.
+
+One ``Storage`` is one Redis (or Redis Cluster) plus a key prefix. Each state move of a task
+is one Lua script (``scripts/*.lua``); write methods come in two forms, ``x(...)`` that runs
+now and ``x_op(...)`` that returns an operation for :meth:`Storage.execute`, so callers batch
+several moves into one round trip (transactions, a worker's ack + next fetch).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from ztq.core.errors import ConnectionFailed
+from ztq.core.keys import Keys, check_queue
+from ztq.core.record import TaskRecord
+from ztq.core.scripts import SCRIPTS, Op
+from ztq.core.states import Priority
+
+DEFAULT_RESULT_TTL_MS = 3_600_000
+DEFAULT_HISTORY_MAXLEN = 10_000
+
+
+def safe_url(url: str) -> str:
+    """The URL with any password masked, for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password:
+        host = parts.hostname or ""
+        if parts.port:
+            host = f"{host}:{parts.port}"
+        user = parts.username or ""
+        return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    return url
+
+
+@dataclass(frozen=True)
+class Leased:
+    """A task handed to a worker: run it, then ack or fail it presenting ``token``."""
+
+    id: str
+    queue: str
+    token: int
+    payload: str
+
+
+@dataclass(frozen=True)
+class Finished:
+    """One successful run to acknowledge."""
+
+    id: str
+    token: int
+    task: str
+    result: str = ""  # JSON text, '' when the result is not kept
+
+
+class Storage:
+    """One Redis and a key prefix; the only object that talks to Redis."""
+
+    def __init__(self, client: Any, *, prefix: str = "ztq", url: str = "") -> None:
+        self.client = client
+        self.keys = Keys(prefix)
+        self.url = url
+        self.is_cluster = isinstance(client, redis.RedisCluster)
+        self._known_queues: set[str] = set()
+
+    def __repr__(self) -> str:
+        return f"<Storage {safe_url(self.url)} prefix={self.keys.prefix!r}>"
+
+    # -- plumbing ----------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def guard(self) -> Iterator[None]:
+        """Turn redis-py connection errors into :class:`ConnectionFailed` naming the URL."""
+        try:
+            yield
+        except (RedisConnectionError, RedisTimeoutError) as exc:
+            raise ConnectionFailed(f"cannot reach Redis at {safe_url(self.url)}: {exc}") from exc
+
+    def call(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        with self.guard():
+            return SCRIPTS.call(self.client, name, keys, args)
+
+    def execute(self, ops: Sequence[Op]) -> list[Any]:
+        """Run several operations in one round trip; results in the same order."""
+        with self.guard():
+            return SCRIPTS.call_many(self.client, ops)
+
+    def ping_server(self) -> bool:
+        with self.guard():
+            return bool(self.client.ping())
+
+    # -- queues ------------------------------------------------------------------------------
+    def register_queue(self, queue: str) -> None:
+        """Record the queue name in the global set (once per process and queue)."""
+        if queue not in self._known_queues:
+            with self.guard():
+                self.client.sadd(self.keys.queues, queue)
+            self._known_queues.add(queue)
+
+    def queues(self) -> list[str]:
+        with self.guard():
+            return sorted(self.client.smembers(self.keys.queues))
+
+    def forget_queue(self, queue: str) -> None:
+        with self.guard():
+            self.client.srem(self.keys.queues, queue)
+        self._known_queues.discard(queue)
+
+    def pause(self, queue: str) -> None:
+        with self.guard():
+            self.client.set(self.keys.paused(check_queue(queue)), "1")
+
+    def resume(self, queue: str) -> None:
+        with self.guard():
+            self.client.delete(self.keys.paused(check_queue(queue)))
+
+    def is_paused(self, queue: str) -> bool:
+        with self.guard():
+            return bool(self.client.exists(self.keys.paused(queue)))
+
+    # -- enqueue -----------------------------------------------------------------------------
+    def enqueue_op(
+        self,
+        queue: str,
+        task_id: str,
+        payload: str,
+        *,
+        priority: Priority | str = Priority.NORMAL,
+        delay_ms: int = 0,
+        first: bool = False,
+        cron_name: str = "",
+        cron_tick_ms: int = 0,
+    ) -> Op:
+        k = self.keys
+        keys = [
+            k.tasks(queue),
+            *k.ready_all(queue),
+            k.delayed(queue),
+            k.errors(queue),
+            k.done(queue),
+            k.wake(queue),
+            k.cronlast(queue),
+        ]
+        args = [task_id, payload, str(priority), max(0, int(delay_ms)), int(first)]
+        return ("enqueue", keys, [*args, cron_name, int(cron_tick_ms)])
+
+    # -- worker side -------------------------------------------------------------------------
+    def fetch_op(self, queue: str, worker: str, thread: str, lease_ms: int, limit: int) -> Op:
+        k = self.keys
+        keys = [k.tasks(queue), *k.ready_all(queue), k.running(queue), k.paused(queue)]
+        return ("fetch", keys, [worker, thread, int(lease_ms), int(limit)])
+
+    @staticmethod
+    def parse_fetch(queue: str, reply: Sequence[Any]) -> list[Leased]:
+        return [
+            Leased(str(reply[i]), queue, int(reply[i + 1]), str(reply[i + 2]))
+            for i in range(0, len(reply), 3)
+        ]
+
+    def fetch(
+        self, queue: str, worker: str, thread: str, lease_ms: int, limit: int = 1
+    ) -> list[Leased]:
+        name, keys, args = self.fetch_op(queue, worker, thread, lease_ms, limit)
+        return self.parse_fetch(queue, self.call(name, keys, args))
+
+    def ack_op(
+        self,
+        queue: str,
+        worker: str,
+        items: Iterable[Finished],
+        *,
+        result_ttl_ms: int = DEFAULT_RESULT_TTL_MS,
+        history_maxlen: int = DEFAULT_HISTORY_MAXLEN,
+        now: float | None = None,
+    ) -> Op:
+        k = self.keys
+        minute = int((time.time() if now is None else now) // 60)
+        keys = [
+            k.tasks(queue),
+            k.running(queue),
+            k.done(queue),
+            k.history(queue),
+            k.stats(queue, minute),
+            *k.ready_all(queue),
+            k.wake(queue),
+        ]
+        args: list[Any] = [worker, int(result_ttl_ms), int(history_maxlen)]
+        for it in items:
+            args += [it.id, it.token, it.task, it.result]
+        return ("ack", keys, args)
+
+    def ack(self, queue: str, worker: str, items: Iterable[Finished], **kw: Any) -> list[str]:
+        """Acknowledge finished runs; returns the ids whose ack was refused (stale lease)."""
+        name, keys, args = self.ack_op(queue, worker, items, **kw)
+        return [str(x) for x in self.call(name, keys, args)]
+
+    def fail_op(
+        self,
+        queue: str,
+        worker: str,
+        task_id: str,
+        token: int,
+        task: str,
+        error: str,
+        traceback: str,
+        *,
+        retry_delay_ms: int = -1,
+        history_maxlen: int = DEFAULT_HISTORY_MAXLEN,
+        now: float | None = None,
+    ) -> Op:
+        k = self.keys
+        minute = int((time.time() if now is None else now) // 60)
+        keys = [
+            k.tasks(queue),
+            k.running(queue),
+            k.errors(queue),
+            k.delayed(queue),
+            k.history(queue),
+            k.stats(queue, minute),
+            *k.ready_all(queue),
+            k.wake(queue),
+        ]
+        args = [worker, task_id, token, task, error, traceback, int(retry_delay_ms), history_maxlen]
+        return ("fail", keys, args)
+
+    def fail(
+        self,
+        queue: str,
+        worker: str,
+        task_id: str,
+        token: int,
+        task: str,
+        error: str,
+        traceback: str,
+        **kw: Any,
+    ) -> str:
+        """Record a failed run: returns 'error', 'retry', 'rerun' or 'refused'."""
+        name, keys, args = self.fail_op(queue, worker, task_id, token, task, error, traceback, **kw)
+        return str(self.call(name, keys, args))
+
+    def renew(
+        self, queue: str, worker: str, lease_ms: int, held: Iterable[tuple[str, int]]
+    ) -> list[str]:
+        """Extend leases; returns the ids this worker does not hold any more."""
+        args: list[Any] = [worker, int(lease_ms)]
+        for task_id, token in held:
+            args += [task_id, token]
+        if len(args) == 2:
+            return []
+        reply = self.call("renew", [self.keys.tasks(queue), self.keys.running(queue)], args)
+        return [str(x) for x in reply]
+
+    def set_run_info(self, queue: str, task_id: str, token: int, field: str, value: str) -> bool:
+        """Store progress / comment / pid of a running task (ignored after its lease ended)."""
+        if field not in ("progress", "comment", "pid"):
+            raise ValueError(f"unknown run info field {field!r}")
+        return bool(self.call("progress", [self.keys.tasks(queue)], [task_id, token, field, value]))
+
+    def reap(self, queue: str, max_lost: int, limit: int = 100) -> list[tuple[str, str, str]]:
+        """Return expired leases to ready (or errors): [(id, worker, outcome)]."""
+        k = self.keys
+        keys = [
+            k.tasks(queue),
+            k.running(queue),
+            k.errors(queue),
+            *k.ready_all(queue),
+            k.wake(queue),
+        ]
+        reply = self.call("reap", keys, [int(max_lost), int(limit)])
+        return [
+            (str(reply[i]), str(reply[i + 1]), str(reply[i + 2])) for i in range(0, len(reply), 3)
+        ]
+
+    def promote(self, queue: str, limit: int = 1000) -> tuple[int, int | None]:
+        """Move due delayed tasks to ready: (moved, next due in epoch ms or None)."""
+        k = self.keys
+        keys = [k.tasks(queue), k.delayed(queue), *k.ready_all(queue), k.wake(queue)]
+        moved, nxt = self.call("promote", keys, [int(limit)])
+        return int(moved), (None if int(nxt) < 0 else int(nxt))
+
+    def wait(self, queues: Sequence[str], timeout: float) -> bool:
+        """Block until a wake-up token arrives for one of ``queues`` or ``timeout`` passes.
+
+        A token is a hint (enqueue, retry, promote push one); losing one only delays a
+        task until the next timeout. On Cluster only the first queue's list is watched, as
+        BLPOP cannot span slots; the timeout bounds the others.
+        """
+        keys = [self.keys.wake(q) for q in queues]
+        if self.is_cluster:
+            keys = keys[:1]
+        with self.guard():
+            return self.client.blpop(keys, timeout=max(timeout, 0.001)) is not None
+
+    # -- operator moves ----------------------------------------------------------------------
+    def requeue(self, queue: str, state: str, ids: Sequence[str] = (), *, oldest: int = 0) -> int:
+        """Move tasks from errors (``state='error'``) or delayed back to ready."""
+        k = self.keys
+        source = k.errors(queue) if state == "error" else k.delayed(queue)
+        keys = [k.tasks(queue), source, *k.ready_all(queue), k.wake(queue)]
+        mode = "oldest" if oldest else "ids"
+        if mode == "ids" and not ids:
+            return 0
+        return int(self.call("requeue", keys, [state, mode, max(oldest, 1), *ids]))
+
+    def remove(
+        self, queue: str, ids: Sequence[str] = (), *, purge: str = "", limit: int = 1000
+    ) -> tuple[int, int]:
+        """Delete tasks by id, or purge a batch of 'ready', 'delayed' or 'errors'.
+
+        Returns (records deleted, entries taken); a purge loops until taken is 0.
+        """
+        k = self.keys
+        keys = [
+            k.tasks(queue),
+            *k.ready_all(queue),
+            k.delayed(queue),
+            k.errors(queue),
+            k.done(queue),
+        ]
+        if purge:
+            if purge not in ("ready", "delayed", "errors"):
+                raise ValueError(f"cannot purge {purge!r}")
+            args: list[Any] = [purge, int(limit)]
+        else:
+            if not ids:
+                return 0, 0
+            args = ["ids", 0, *ids]
+        deleted, taken = self.call("remove", keys, args)
+        return int(deleted), int(taken)
+
+    # -- reading -----------------------------------------------------------------------------
+    def record(self, queue: str, task_id: str) -> TaskRecord | None:
+        with self.guard():
+            raw = self.client.hget(self.keys.tasks(queue), task_id)
+        return None if raw is None else TaskRecord.from_raw(queue, task_id, raw)
+
+    def records(self, queue: str, ids: Sequence[str]) -> list[TaskRecord | None]:
+        if not ids:
+            return []
+        with self.guard():
+            raws = self.client.hmget(self.keys.tasks(queue), list(ids))
+        return [
+            None if raw is None else TaskRecord.from_raw(queue, i, raw)
+            for i, raw in zip(ids, raws, strict=True)
+        ]
+
+    def locate(self, task_id: str) -> str | None:
+        """The queue holding a record with this id (one round trip over all known queues)."""
+        queues = self.queues()
+        if not queues:
+            return None
+        with self.guard():
+            pipe = self.client.pipeline(transaction=False)
+            for q in queues:
+                pipe.hexists(self.keys.tasks(q), task_id)
+            found = pipe.execute()
+        for q, hit in zip(queues, found, strict=True):
+            if hit:
+                return q
+        return None
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON, the one encoding of everything ztq writes."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=False)

@@ -1,0 +1,129 @@
+"""Enqueue on commit: a context manager, and a data manager for the ``transaction`` package.
+
+``with transaction():`` buffers every enqueue made inside it (in this thread or task) and
+writes them all in one round trip per Redis when the block exits without an exception; an
+exception drops the buffer. With ``use_transaction_manager()`` enqueues join the current
+``transaction`` (as used by ``pyramid_tm``) and are written when it commits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ztq.core.calls import TaskCall
+    from ztq.core.handle import TaskHandle
+
+log = logging.getLogger(__name__)
+
+Buffer = list[tuple["TaskCall", str]]
+_buffer: contextvars.ContextVar[Buffer | None] = contextvars.ContextVar("ztq_buffer", default=None)
+_GLOBAL_TM = {"on": False}
+
+
+def current_buffer() -> Buffer | None:
+    """The buffer enqueues go to, or None to send at once."""
+    buf = _buffer.get()
+    if buf is not None:
+        return buf
+    if _GLOBAL_TM["on"]:
+        return _join_transaction_manager()
+    return None
+
+
+@contextlib.contextmanager
+def transaction() -> Iterator[list[TaskHandle]]:
+    """Buffer enqueues; write them at exit, or not at all on an exception.
+
+    Nested blocks join the outer one. The list yielded receives the handles after the write.
+    """
+    from ztq.core.enqueue import send_many
+
+    outer = _buffer.get()
+    handles: list[TaskHandle] = []
+    if outer is not None:
+        yield handles
+        return
+    buf: Buffer = []
+    token = _buffer.set(buf)
+    try:
+        yield handles
+    finally:
+        _buffer.reset(token)
+    handles.extend(send_many(buf))
+
+
+def use_transaction_manager(enabled: bool = True) -> None:
+    """Make every enqueue of this process join the ``transaction`` package's transaction."""
+    _GLOBAL_TM["on"] = enabled
+
+
+class DataManager:
+    """An ``IDataManager`` for ``transaction``: writes the buffered enqueues at vote.
+
+    It votes last (``sortKey``) so that every other resource (the SQL database) has voted
+    already; if Redis cannot be written, the vote fails and the whole transaction aborts, so
+    no committed change lacks its tasks. Tasks are written before the database's final
+    ``tpc_finish``; a crash between the two is the one window where tasks exist for a change
+    that did not commit, which at-least-once task code must tolerate anyway.
+    """
+
+    transaction_manager: Any
+
+    def __init__(self, txn: Any) -> None:
+        import transaction as txn_pkg
+
+        self.transaction_manager = txn_pkg.manager
+        self.buffer: Buffer = []
+        self.txn = txn
+
+    def sortKey(self) -> str:  # noqa: N802 - interface name
+        return "~~ztq"
+
+    def abort(self, txn: Any) -> None:
+        self.buffer.clear()
+
+    def tpc_begin(self, txn: Any) -> None:
+        pass
+
+    def commit(self, txn: Any) -> None:
+        pass
+
+    def tpc_vote(self, txn: Any) -> None:
+        from ztq.core.enqueue import send_many
+
+        items, self.buffer = list(self.buffer), []
+        if items:
+            send_many(items)
+
+    def tpc_finish(self, txn: Any) -> None:
+        pass
+
+    def tpc_abort(self, txn: Any) -> None:
+        self.buffer.clear()
+
+
+_managers: contextvars.ContextVar[dict[int, DataManager] | None] = contextvars.ContextVar(
+    "ztq_managers", default=None
+)
+
+
+def _join_transaction_manager() -> Buffer:
+    import transaction as txn_pkg
+
+    txn = txn_pkg.get()
+    managers = _managers.get()
+    if managers is None:
+        managers = {}
+        _managers.set(managers)
+    dm = managers.get(id(txn))
+    if dm is None or dm.txn is not txn:
+        dm = DataManager(txn)
+        txn.join(dm)
+        managers.clear()
+        managers[id(txn)] = dm
+    return dm.buffer

@@ -1,0 +1,65 @@
+"""Bad input on the core side: unreachable Redis, bad URLs, corrupt records."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import ztq.core as ztq
+from ztq.core.errors import ConfigError, ConnectionFailed
+from ztq.core.record import TaskRecord
+from ztq.worker.embedded import free_port
+
+from tests import sample_tasks as t
+
+
+def test_unreachable_redis_is_a_clear_error_naming_the_url() -> None:
+    port = free_port()
+    ztq.connect(f"redis://:secret@127.0.0.1:{port}/0")
+    try:
+        started = time.monotonic()
+        with pytest.raises(ConnectionFailed) as info:
+            t.add.delay(1, 2)
+        assert f"127.0.0.1:{port}" in str(info.value)
+        assert "secret" not in str(info.value)  # the password is masked
+        assert time.monotonic() - started < 10  # bounded retries, no hang
+    finally:
+        ztq.disconnect_all()
+
+
+def test_unreachable_redis_inside_a_transaction_raises_at_exit() -> None:
+    ztq.connect(f"redis://127.0.0.1:{free_port()}/0")
+    try:
+        with pytest.raises(ConnectionFailed), ztq.transaction():
+            t.add.delay(1, 2)
+    finally:
+        ztq.disconnect_all()
+
+
+@pytest.mark.parametrize("url", ["localhost:6379", "", "ftp://x"])
+def test_bad_url(url: str) -> None:
+    with pytest.raises(ConfigError):
+        ztq.connect(url or "not a url", name="bad")
+
+
+def test_unknown_connection_name() -> None:
+    with pytest.raises(ConfigError, match="reports"):
+        ztq.get_storage("reports")
+
+
+def test_corrupt_records_decode_with_a_reason() -> None:
+    rec = TaskRecord.from_raw("default", "x", '{"state":"queued"}\n{not json')
+    assert rec.state == "queued" and "not valid JSON" in rec.payload_error
+    rec = TaskRecord.from_raw("default", "x", "garbage")
+    assert rec.state == "error" and "meta" in rec.meta["error"]
+    rec = TaskRecord.from_raw("default", "x", '{"state":"queued"}\n{"args":[]}')
+    assert "'task' name" in rec.payload_error
+
+
+def test_named_connection_routes_a_queue_to_another_redis(redis_url: str, redis_cluster) -> None:
+    other = ztq.connect(redis_cluster.url, name="reports")
+    call = t.add.prepare((3, 4), connection="reports")
+    h = call.enqueue()
+    assert h.connection == "reports"
+    assert other.record("default", h.id) is not None
+    assert ztq.get_storage().record("default", h.id) is None

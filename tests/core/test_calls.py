@@ -1,0 +1,112 @@
+"""Pure unit tests of ids, payloads and option checks (no Redis needed)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from ztq.core import InvalidName, InvalidOption, SerializationError, TaskCall, task_id_for
+from ztq.core.errors import ConfigError
+from ztq.core.registry import lookup, task
+
+from tests import sample_tasks as t
+
+
+def test_id_is_md5_of_documented_canonical_json() -> None:
+    canonical = '{"args":[1,2],"kwargs":{"x":"\\u00e9"},"queue":"default","task":"m.f"}'
+    expected = hashlib.md5(canonical.encode()).hexdigest()
+    assert task_id_for("default", "m.f", [1, 2], {"x": "é"}) == expected
+
+
+def test_same_call_same_id_other_args_other_id() -> None:
+    a = t.add.prepare((1, 2)).resolve_id()
+    assert a == t.add.prepare([1, 2]).resolve_id()
+    assert a != t.add.prepare((2, 1)).resolve_id()
+    assert a != t.add.prepare((1, 2), queue="other").resolve_id()
+
+
+def test_options_do_not_change_the_id_but_unique_false_does() -> None:
+    base = t.add.prepare((1, 2)).resolve_id()
+    assert t.add.prepare((1, 2), priority="high", delay=5).resolve_id() == base
+    ids = {t.add.prepare((1, 2), unique=False).resolve_id() for _ in range(3)}
+    assert len(ids) == 3 and base not in ids
+
+
+def test_names_are_module_qualified() -> None:
+    assert t.send.name == "tests.sample_tasks.send"
+    assert t.send_other.name == "tests.other.send"
+    assert lookup("tests.sample_tasks.add") is t.add
+
+
+def test_name_collision_is_refused() -> None:
+    with pytest.raises(ConfigError, match="taken"):
+
+        @task(name="tests.sample_tasks.add")
+        def other(a: int, b: int) -> int:
+            return 0
+
+
+def test_payload_is_compact_json_with_options() -> None:
+    cb = t.record.prepare(("/tmp/x", "done"))
+    payload = json.loads(t.add.prepare((1, 2), retries=3, callback=cb).payload())
+    assert payload["task"] == "tests.sample_tasks.add"
+    assert payload["args"] == [1, 2]
+    assert payload["opts"]["retries"] == 3
+    assert payload["opts"]["callback"]["task"] == "tests.sample_tasks.record"
+    assert TaskCall.from_dict(payload["opts"]["callback"]) == cb
+
+
+def test_unserialisable_argument_is_refused_at_enqueue_time() -> None:
+    with pytest.raises(SerializationError, match="never pickles"):
+        t.add.prepare((object(), 1))
+    with pytest.raises(SerializationError):
+        t.add.prepare((float("nan"), 1))
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"priority": "urgent"}, "priority"),
+        ({"delay": -1}, "delay"),
+        ({"delay": "soon"}, "delay"),
+        ({"timeout": 0}, "timeout"),
+        ({"retries": -2}, "retries"),
+        ({"retries": 1.5}, "retries"),
+        ({"delay": 1, "eta": 2_000_000_000}, "not both"),
+        ({"callback": "tests.sample_tasks.add"}, "prepared task"),
+    ],
+)
+def test_bad_option_values(options: dict, message: str) -> None:
+    with pytest.raises(InvalidOption, match=message):
+        t.add.prepare((1, 2), **options)
+
+
+def test_unknown_option_name_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="priorty"):
+        t.add.prepare((1, 2), priorty="high")
+
+
+@pytest.mark.parametrize("queue", ["", "a b", "q{x}", "a:b", "x" * 65, "é"])
+def test_queue_names_that_break_keys_are_refused(queue: str) -> None:
+    with pytest.raises(InvalidName):
+        t.add.prepare((1, 2), queue=queue)
+
+
+def test_explicit_id_is_checked() -> None:
+    assert t.add.prepare((1,), id="job-1").resolve_id() == "job-1"
+    with pytest.raises(InvalidName):
+        t.add.prepare((1,), id="has space")
+
+
+def test_eta_becomes_a_delay() -> None:
+    now = 1_000_000.0
+    call = t.add.prepare((1, 2), eta=now + 2.5)
+    assert call.delay_ms(now) == 2500
+    aware = datetime.now(timezone.utc) + timedelta(seconds=10)
+    assert 9000 <= t.add.prepare((1, 2), eta=aware).delay_ms() <= 10000
+
+
+def test_inline_call_runs_the_function() -> None:
+    assert t.add(2, 3) == 5

@@ -1,0 +1,273 @@
+"""The storage contract, on a real redis-server and on a local three-master Redis Cluster."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import ztq.core as ztq
+from ztq.core.storage import Finished, Storage
+
+from tests import sample_tasks as t
+
+W = "worker-a"
+
+
+def fetch_all(storage: Storage, queue: str = "default", limit: int = 100) -> list[str]:
+    return [lease.id for lease in storage.fetch(queue, W, "t0", 30_000, limit)]
+
+
+def test_enqueue_fetch_ack_roundtrip(storage: Storage) -> None:
+    h = t.add.delay(1, 2)
+    assert h.outcome == "added" and ztq.ping(h) == "queued"
+    [lease] = storage.fetch("default", W, "t0", 30_000, 10)
+    assert lease.id == h.id and lease.token == 1
+    assert ztq.ping(h.id) == "running"
+    refused = storage.ack("default", W, [Finished(h.id, lease.token, t.add.name, "3")])
+    assert refused == []
+    assert ztq.ping(h.id) == "done" and h.result == 3
+    assert "default" in storage.queues()
+
+
+def test_identical_pending_task_is_one_task(storage: Storage) -> None:
+    a = t.add.delay(1, 2)
+    b = t.add.delay(1, 2)
+    assert a.id == b.id and b.outcome == "exists"
+    assert fetch_all(storage) == [a.id]
+
+
+def test_identical_task_while_running_runs_once_more(storage: Storage) -> None:
+    a = t.add.delay(1, 2)
+    [lease] = storage.fetch("default", W, "t0", 30_000, 1)
+    again = t.add.delay(1, 2)
+    assert again.outcome == "rerun"
+    assert fetch_all(storage) == []  # not twice at the same time
+    storage.ack("default", W, [Finished(a.id, lease.token, t.add.name)])
+    assert fetch_all(storage) == [a.id]
+
+
+def test_unique_false_and_explicit_id(storage: Storage) -> None:
+    a = t.add.enqueue((1, 2), unique=False)
+    b = t.add.enqueue((1, 2), unique=False)
+    c = t.add.enqueue((1, 2), id="fixed")
+    d = t.add.enqueue((5, 5), id="fixed")
+    assert a.id != b.id and c.id == d.id == "fixed" and d.outcome == "exists"
+    assert sorted(fetch_all(storage)) == sorted([a.id, b.id, "fixed"])
+
+
+def test_priorities_and_fifo_within_a_level(storage: Storage) -> None:
+    low = [t.add.enqueue((i, 0), priority="low").id for i in range(3)]
+    normal = [t.add.delay(i, 1).id for i in range(3)]
+    high = [t.add.enqueue((i, 2), priority="high").id for i in range(3)]
+    assert fetch_all(storage) == high + normal + low
+
+
+def test_first_runs_before_the_rest_and_moves_a_pending_task(storage: Storage) -> None:
+    ids = [t.add.delay(i, 0).id for i in range(4)]
+    newcomer = t.add.enqueue((9, 9), first=True)
+    moved = t.add.enqueue((2, 0), first=True)
+    assert moved.outcome == "moved" and moved.id == ids[2]
+    assert fetch_all(storage) == [ids[2], newcomer.id, ids[0], ids[1], ids[3]]
+
+
+def test_first_moves_a_delayed_task_to_run_now(storage: Storage) -> None:
+    h = t.add.enqueue((1, 1), delay=60)
+    assert ztq.ping(h) == "delayed"
+    assert t.add.enqueue((1, 1), first=True).outcome == "moved"
+    assert fetch_all(storage) == [h.id]
+
+
+def test_delayed_task_becomes_ready_when_due(storage: Storage) -> None:
+    soon = t.add.enqueue((1, 1), delay=0.3)
+    later = t.add.enqueue((2, 2), delay=60)
+    moved, nxt = storage.promote("default")
+    assert moved == 0 and nxt is not None
+    assert fetch_all(storage) == []
+    time.sleep(0.35)
+    moved, nxt = storage.promote("default")
+    assert moved == 1 and ztq.ping(soon) == "queued" and ztq.ping(later) == "delayed"
+    assert nxt is not None and nxt > time.time() * 1000 + 50_000
+
+
+def test_delayed_moved_exactly_once_by_concurrent_movers(storage: Storage) -> None:
+    handles = [t.add.enqueue((i, 0), delay=0.2) for i in range(300)]
+    time.sleep(0.25)
+    moved: list[int] = []
+    barrier = threading.Barrier(6)
+
+    def mover() -> None:
+        barrier.wait()
+        total = 0
+        for _ in range(20):
+            total += storage.promote("default", limit=7)[0]
+        moved.append(total)
+
+    threads = [threading.Thread(target=mover) for _ in range(6)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert sum(moved) == 300
+    got = fetch_all(storage, limit=1000)
+    assert sorted(got) == sorted(h.id for h in handles)  # each exactly once
+
+
+def test_transaction_is_all_or_nothing(storage: Storage) -> None:
+    with pytest.raises(RuntimeError), ztq.transaction():
+        t.add.delay(1, 1)
+        t.send.delay("a@example.org")
+        raise RuntimeError("rolled back")
+    assert fetch_all(storage) == [] and fetch_all(storage, "mail") == []
+    with ztq.transaction() as handles:
+        inside = t.add.delay(1, 1)
+        assert inside.outcome == "buffered" and ztq.ping(inside) == "none"
+        t.send.delay("a@example.org")
+        t.add.delay(1, 1)  # a duplicate inside the block is still one task
+    assert [h.outcome for h in handles] == ["added", "added", "exists"]
+    assert fetch_all(storage) == [inside.id]
+    assert len(fetch_all(storage, "mail")) == 1
+
+
+def test_transaction_manager_enqueues_on_commit_only(storage: Storage) -> None:
+    import transaction
+
+    ztq.use_transaction_manager(True)
+    try:
+        transaction.begin()
+        t.add.delay(7, 7)
+        transaction.abort()
+        assert fetch_all(storage) == []
+        transaction.begin()
+        h = t.add.delay(8, 8)
+        assert ztq.ping(h) == "none"
+        transaction.commit()
+        assert fetch_all(storage) == [h.id]
+    finally:
+        ztq.use_transaction_manager(False)
+
+
+def test_cron_enqueues_once_per_tick_however_many_workers(storage: Storage) -> None:
+    entry = ztq.add_cron(t.noop.prepare(), "* * * * *", name="every-minute")
+    try:
+        tick = (int(time.time()) // 60) * 60 + 0.5
+        tables = [
+            ztq.CronTable([ztq.cron.CronEntry(entry.name, entry.call, entry.spec)])
+            for _ in range(5)
+        ]
+        outcomes = [h.outcome for tb in tables for h in tb.fire(now=tick)[0]]
+        assert sorted(outcomes) == ["added", "skipped", "skipped", "skipped", "skipped"]
+        [lease] = storage.fetch("default", W, "t0", 30_000, 10)
+        assert storage.ack("default", W, [Finished(lease.id, lease.token, t.noop.name)]) == []
+        # the same tick again after the task ran and finished: still not enqueued twice
+        again = ztq.CronTable([ztq.cron.CronEntry(entry.name, entry.call, entry.spec)])
+        assert [h.outcome for h in again.fire(now=tick + 1)[0]] == ["skipped"]
+        # the next minute is a new tick
+        nxt = ztq.CronTable([ztq.cron.CronEntry(entry.name, entry.call, entry.spec)])
+        assert [h.outcome for h in nxt.fire(now=tick + 60)[0]] == ["added"]
+    finally:
+        ztq.remove_cron("every-minute")
+
+
+def test_fail_goes_to_error_queue_and_redo_brings_it_back(storage: Storage) -> None:
+    h = t.boom.delay("bad")
+    [lease] = storage.fetch("default", W, "t0", 30_000, 1)
+    assert (
+        storage.fail("default", W, h.id, lease.token, t.boom.name, "ValueError: bad", "tb")
+        == "error"
+    )
+    rec = h.record()
+    assert rec is not None and rec.state == "error" and rec.get("error") == "ValueError: bad"
+    assert rec.get("failed_worker") == W and rec.get("traceback") == "tb"
+    assert storage.requeue("default", "error", [h.id]) == 1
+    assert ztq.ping(h) == "queued" and fetch_all(storage) == [h.id]
+
+
+def test_fail_with_retry_goes_to_delayed(storage: Storage) -> None:
+    h = t.boom.delay()
+    [lease] = storage.fetch("default", W, "t0", 30_000, 1)
+    out = storage.fail("default", W, h.id, lease.token, t.boom.name, "E: x", "", retry_delay_ms=100)
+    assert out == "retry" and ztq.ping(h) == "delayed"
+    time.sleep(0.15)
+    assert storage.promote("default")[0] == 1
+    [again] = storage.fetch("default", W, "t0", 30_000, 1)
+    assert again.token == 2  # attempts count across retries
+
+
+def test_expired_lease_returns_to_ready_and_stale_ack_is_refused(storage: Storage) -> None:
+    h = t.add.delay(1, 2)
+    [first] = storage.fetch("default", "w1", "t0", 50, 1)
+    time.sleep(0.1)
+    assert storage.reap("default", max_lost=3) == [(h.id, "w1", "ready")]
+    [second] = storage.fetch("default", "w2", "t0", 30_000, 1)
+    assert second.token == first.token + 1
+    # the first worker wakes up and tries to finish: refused (fencing token)
+    assert storage.ack("default", "w1", [Finished(h.id, first.token, t.add.name)]) == [h.id]
+    assert storage.fail("default", "w1", h.id, first.token, t.add.name, "E: x", "") == "refused"
+    assert storage.renew("default", "w1", 30_000, [(h.id, first.token)]) == [h.id]
+    assert storage.renew("default", "w2", 30_000, [(h.id, second.token)]) == []
+    assert storage.ack("default", "w2", [Finished(h.id, second.token, t.add.name)]) == []
+    assert ztq.ping(h) == "done"
+
+
+def test_poison_pill_goes_to_errors_after_max_lost(storage: Storage) -> None:
+    h = t.add.delay(4, 4)
+    for i in range(2):
+        storage.fetch("default", f"w{i}", "t0", 10, 1)
+        time.sleep(0.03)
+        outcome = storage.reap("default", max_lost=2)
+    assert outcome == [(h.id, "w1", "error")]
+    rec = h.record()
+    assert rec is not None and rec.state == "error" and "poison pill" in rec.get("error")
+
+
+def test_paused_queue_hands_out_nothing(storage: Storage) -> None:
+    t.add.delay(1, 2)
+    storage.pause("default")
+    assert fetch_all(storage) == [] and storage.is_paused("default")
+    storage.resume("default")
+    assert len(fetch_all(storage)) == 1
+
+
+def test_delete_and_purge(storage: Storage) -> None:
+    ids = [t.add.delay(i, 0).id for i in range(5)]
+    delayed = t.add.enqueue((1, 1), delay=60)
+    assert storage.remove("default", [ids[1], delayed.id, "nope"]) == (2, 3)
+    assert ztq.ping(ids[1], "default") == "none" and ztq.ping(delayed) == "none"
+    deleted = 0
+    while True:
+        d, taken = storage.remove("default", purge="ready", limit=2)
+        deleted += d
+        if taken == 0:
+            break
+    assert deleted == 4 and fetch_all(storage) == []
+
+
+def test_running_task_is_not_deleted(storage: Storage) -> None:
+    h = t.add.delay(1, 2)
+    storage.fetch("default", W, "t0", 30_000, 1)
+    assert storage.remove("default", [h.id]) == (0, 1)
+    assert ztq.ping(h) == "running"
+
+
+def test_progress_is_stored_only_under_the_live_lease(storage: Storage) -> None:
+    h = t.add.delay(1, 2)
+    [lease] = storage.fetch("default", W, "t0", 30_000, 1)
+    assert storage.set_run_info("default", h.id, lease.token, "progress", '{"pct": 40}')
+    assert h.progress == {"pct": 40}
+    assert not storage.set_run_info("default", h.id, lease.token + 1, "progress", "{}")
+
+
+def test_arguments_survive_lua_untouched(storage: Storage) -> None:
+    args = ([], {}, 12345678901234567890, 0.1, 'é\n"x"', None)
+    h = t.noop.enqueue(args, {"empty": {}, "list": []})
+    [lease] = storage.fetch("default", W, "t0", 30_000, 1)
+    import json
+
+    payload = json.loads(lease.payload)
+    assert payload["args"] == list(args) and payload["kwargs"] == {"empty": {}, "list": []}
+    assert h.id == lease.id
+
+
+def test_ping_unknown_is_none(storage: Storage) -> None:
+    assert ztq.ping("0" * 32) == "none"

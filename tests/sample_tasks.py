@@ -1,0 +1,83 @@
+"""Tasks used across the test suite (imported by test workers with --import)."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from ztq.core import Retry, task
+
+
+def _bump(path: str) -> int:
+    """Increments a counter file; returns the value before."""
+    count = 0
+    if os.path.exists(path):
+        with open(path) as fh:
+            count = int(fh.read() or 0)
+    with open(path, "w") as fh:
+        fh.write(str(count + 1))
+    return count
+
+
+@task
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+@task(queue="mail")
+def send(to: str, body: str = "") -> str:
+    return f"sent to {to}"
+
+
+@task(queue="mail", name="tests.other.send")
+def send_other(to: str) -> str:
+    return to
+
+
+@task(priority="high")
+def urgent(n: int) -> int:
+    return n
+
+
+@task
+def noop(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+@task
+def boom(message: str = "boom") -> None:
+    raise ValueError(message)
+
+
+@task
+def sleepy(seconds: float, marker: str = "") -> str:
+    time.sleep(seconds)
+    if marker:
+        with open(marker, "a") as fh:
+            fh.write(f"{os.getpid()}\n")
+    return "slept"
+
+
+@task
+def flaky(path: str, fail_times: int) -> str:
+    """Fails until it has been called ``fail_times`` times (counted in a file)."""
+    count = _bump(path)
+    if count < fail_times:
+        raise RuntimeError(f"flaky failure {count + 1}")
+    return "ok"
+
+
+@task
+def asks_retry(path: str) -> str:
+    count = _bump(path)
+    if count == 0:
+        raise Retry(delay=0.2)
+    return "second time"
+
+
+@task
+def record(path: str, value: str) -> None:
+    """Appends ``value`` to a file: lets tests count runs across processes."""
+    with open(path, "a") as fh:
+        fh.write(value + "\n")

