@@ -32,7 +32,8 @@ class Keys:
             raise InvalidName(f"key prefix {prefix!r} is not allowed")
         self.prefix = prefix
         self.queues = f"{prefix}:{{ztq}}:queues"
-        self.workers = f"{prefix}:{{ztq}}:workers"
+        self.workers = f"{prefix}:{{ztq}}:workers"  # hash: worker id -> heartbeat JSON
+        self.seen = f"{prefix}:{{ztq}}:seen"  # zset: worker id -> last report (ms)
         self.events = f"{prefix}:{{ztq}}:events"
         self.cron = f"{prefix}:{{ztq}}:cron"
         self.audit = f"{prefix}:{{ztq}}:audit"
@@ -79,8 +80,5 @@ class Keys:
         return self._q(queue, f"stats:{minute}")
 
     # -- per worker --------------------------------------------------------------------------
-    def worker(self, worker_id: str) -> str:
-        return f"{self.prefix}:{{ztq}}:w:{worker_id}"
-
     def worker_cmd(self, worker_id: str) -> str:
         return f"{self.prefix}:{{ztq}}:w:{worker_id}:cmd"

@@ -26,6 +26,10 @@ NAMES = (
     "promote",
     "requeue",
     "remove",
+    "heartbeat",
+    "forget",
+    "command",
+    "release",
 )
 
 Op = tuple[str, Sequence[str], Sequence[Any]]  # (script name, keys, args)

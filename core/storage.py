@@ -125,6 +125,16 @@ class Storage:
         with self.guard():
             return bool(self.client.exists(self.keys.paused(queue)))
 
+    def pending_count(self, queue: str) -> int:
+        """Ready (all levels) plus delayed tasks of a queue, in one round trip."""
+        k = self.keys
+        with self.guard():
+            pipe = self.client.pipeline(transaction=False)
+            for key in k.ready_all(queue):
+                pipe.llen(key)
+            pipe.zcard(k.delayed(queue))
+            return sum(int(n) for n in pipe.execute())
+
     # -- enqueue -----------------------------------------------------------------------------
     def enqueue_op(
         self,
@@ -256,6 +266,17 @@ class Storage:
             return []
         reply = self.call("renew", [self.keys.tasks(queue), self.keys.running(queue)], args)
         return [str(x) for x in reply]
+
+    def release(self, queue: str, worker: str, held: Sequence[tuple[str, int]]) -> int:
+        """Put leased tasks back at the head of ready (in their order); returns how many."""
+        if not held:
+            return 0
+        k = self.keys
+        keys = [k.tasks(queue), k.running(queue), *k.ready_all(queue), k.wake(queue)]
+        args: list[Any] = [worker]
+        for task_id, token in held:
+            args += [task_id, token]
+        return int(self.call("release", keys, args))
 
     def set_run_info(self, queue: str, task_id: str, token: int, field: str, value: str) -> bool:
         """Store progress / comment / pid of a running task (ignored after its lease ended)."""

@@ -81,3 +81,49 @@ def record(path: str, value: str) -> None:
     """Appends ``value`` to a file: lets tests count runs across processes."""
     with open(path, "a") as fh:
         fh.write(value + "\n")
+
+
+@task
+def on_fail(path: str, error_code: str = "", error_message: str = "") -> None:
+    with open(path, "a") as fh:
+        fh.write(f"{error_code}|{error_message}\n")
+
+
+@task
+def on_prog(path: str, progress: dict | None = None) -> None:
+    with open(path, "a") as fh:
+        fh.write(f"{(progress or {}).get('pct')}\n")
+
+
+@task
+def progressing(steps: int) -> str:
+    from ztq.worker import report_job, report_progress
+
+    report_job(comment="working")
+    for i in range(1, steps + 1):
+        report_progress(pct=100 * i // steps)
+    return "progressed"
+
+
+@task
+def busy_loop(seconds: float) -> str:
+    """Pure Python busy loop: a soft timeout or a kill can interrupt it in a thread."""
+    end = time.time() + seconds
+    n = 0
+    while time.time() < end:
+        n += 1
+    return "finished"
+
+
+BATCH_LOG = os.environ.get("ZTQ_TEST_BATCH_LOG", "/tmp/ztq-batch.log")
+
+
+def commit_batch() -> None:
+    with open(BATCH_LOG, "a") as fh:
+        fh.write("commit\n")
+
+
+@task(batch_size=3, on_batch=commit_batch)
+def index_doc(path: str, doc: int) -> None:
+    with open(path, "a") as fh:
+        fh.write(f"doc {doc}\n")

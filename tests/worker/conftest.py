@@ -1,0 +1,60 @@
+"""Worker fixtures: an in-process worker on the private redis-server, stopped after the test."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+import ztq.core as ztq
+from ztq.worker.config import ThreadSpec, WorkerConfig
+from ztq.worker.worker import Worker
+
+FAST = {"lease": 2.0, "heartbeat": 0.2, "idle_wait": 0.2, "retry_backoff": 0.05, "grace": 5.0}
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, every: float = 0.02) -> Any:
+    """Poll until ``predicate()`` is truthy; fail the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"condition not met within {timeout}s")
+
+
+@pytest.fixture
+def start_worker(redis_url: str) -> Iterator[Callable[..., Worker]]:
+    started: list[tuple[Worker, threading.Thread]] = []
+
+    def start(queues: dict[str, int] | None = None, pool: str = "thread", **options: Any) -> Worker:
+        threads = tuple(
+            ThreadSpec(f"{q}-{i}", (q,), pool)
+            for q, n in (queues or {"default": 1}).items()
+            for i in range(n)
+        )
+        values = {**FAST, **options}
+        cfg = WorkerConfig(
+            redis_url=redis_url,
+            name=values.pop("name", f"test-worker-{len(started)}"),
+            imports=("tests.sample_tasks",),
+            threads=threads,
+            **values,
+        )
+        worker = Worker(cfg, ztq.get_storage())
+        th = threading.Thread(target=worker.run, daemon=True)
+        th.start()
+        started.append((worker, th))
+        wait_for(lambda: all(ex.is_alive() for ex in worker.executors) and worker.executors)
+        return worker
+
+    yield start
+    for worker, th in started:
+        worker.request_stop()
+    for worker, th in started:
+        th.join(15)
+        assert not th.is_alive(), f"worker {worker.id} did not stop"

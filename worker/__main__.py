@@ -1,0 +1,7 @@
+"""``python -m ztq.worker ...`` is ``ztq worker ...``."""
+
+import sys
+
+from ztq.worker.cli import main
+
+sys.exit(main(["worker", *sys.argv[1:]]))

@@ -1,0 +1,196 @@
+"""The ``ztq`` command: worker, info, enqueue, redo, purge, hash-password."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from typing import Any
+
+import ztq.core as ztq
+from ztq.core.errors import ZtqError
+from ztq.worker.config import ThreadSpec, load_config, parse_queue_entry
+
+
+def _queue_flag(value: str) -> list[ThreadSpec]:
+    """``mail`` / ``mail:2`` / ``pdf:1:process``."""
+    name, _, rest = value.partition(":")
+    count, _, pool = rest.partition(":")
+    return parse_queue_entry(name, f"{count or 1} {pool or 'thread'}", "--queue: ")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ztq", description="ztq task queue")
+    parser.add_argument("--log-level", default="INFO")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    w = sub.add_parser("worker", help="run a worker")
+    w.add_argument("--log-level", default=argparse.SUPPRESS)
+    w.add_argument("-c", "--config", help="ini file ([server] + [queues], or app.ini)")
+    w.add_argument("--redis", help="Redis URL (overrides the file and ZTQ_REDIS_URL)")
+    w.add_argument(
+        "--queue", action="append", default=[], help="NAME[:THREADS[:process]], repeatable"
+    )
+    w.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        help="module with tasks, repeatable",
+    )
+    w.add_argument("--name", help="worker name shown in the console")
+    w.add_argument("--prefix", help="Redis key prefix")
+    w.add_argument("--burst", action="store_true", help="exit when the queues are empty")
+    w.add_argument("--lease", type=float, help="lease seconds (default 15)")
+    w.add_argument("--heartbeat", type=float, help="heartbeat seconds (default 3)")
+    w.add_argument("--prefetch", type=int, help="most tasks leased in one call (default 32)")
+    w.add_argument("--grace", type=float, help="seconds to finish running tasks on SIGTERM")
+
+    for name, text in (("info", "show queues and workers"),):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("--redis")
+    e = sub.add_parser("enqueue", help="enqueue a task by name")
+    e.add_argument("task")
+    e.add_argument("--args", default="[]", help="JSON list")
+    e.add_argument("--kwargs", default="{}", help="JSON object")
+    e.add_argument("--queue", default="default")
+    e.add_argument("--delay", type=float)
+    e.add_argument("--priority", default="normal")
+    e.add_argument("--redis")
+    r = sub.add_parser("redo", help="move failed tasks back to ready")
+    r.add_argument("queue")
+    r.add_argument("ids", nargs="*")
+    r.add_argument("--all", action="store_true")
+    r.add_argument("--redis")
+    pg = sub.add_parser("purge", help="delete every task of a list")
+    pg.add_argument("queue")
+    pg.add_argument("what", choices=["ready", "delayed", "errors"])
+    pg.add_argument("--redis")
+    sub.add_parser("hash-password", help="print a password hash for ztq.console.users")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+    try:
+        return int(COMMANDS[args.command](args) or 0)
+    except ZtqError as exc:
+        print(f"ztq: {exc}", file=sys.stderr)
+        return 2
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from ztq.worker.worker import Worker
+
+    threads = tuple(spec for flag in args.queue for spec in _queue_flag(flag))
+    overrides: dict[str, Any] = {
+        "redis_url": args.redis,
+        "threads": threads,
+        "imports": tuple(args.imports),
+        "name": args.name,
+        "prefix": args.prefix,
+        "lease": args.lease,
+        "heartbeat": args.heartbeat,
+        "prefetch": args.prefetch,
+        "grace": args.grace,
+        "burst": args.burst or None,
+    }
+    cfg = load_config(args.config, **overrides)
+    if args.imports and args.config:
+        cfg = cfg.with_changes(
+            imports=tuple(dict.fromkeys((*load_config(args.config).imports, *args.imports)))
+        )
+    worker = Worker(cfg)
+    worker.install_signals()
+    worker.run()
+    return 0
+
+
+def _connect(args: argparse.Namespace) -> ztq.Storage:
+    return ztq.connect(args.redis) if args.redis else ztq.get_storage()
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from ztq.core.workers import list_workers
+
+    storage = _connect(args)
+    for queue in storage.queues():
+        pending, paused = storage.pending_count(queue), storage.is_paused(queue)
+        print(f"queue {queue}: pending {pending} paused {paused}")
+    for w in list_workers(storage):
+        print(f"worker {w.id}: {w.status} host {w.get('host')} threads {w.get('threads')}")
+    return 0
+
+
+def cmd_enqueue(args: argparse.Namespace) -> int:
+    _connect(args)
+    try:
+        call_args, call_kwargs = json.loads(args.args), json.loads(args.kwargs)
+    except ValueError as exc:
+        print(f"ztq: --args/--kwargs must be JSON: {exc}", file=sys.stderr)
+        return 2
+    call = ztq.TaskCall(
+        args.task,
+        tuple(call_args),
+        call_kwargs,
+        queue=args.queue,
+        delay=args.delay,
+        priority=args.priority,
+    )
+    handle = call.enqueue()
+    print(f"{handle.id} {handle.outcome}")
+    return 0
+
+
+def cmd_redo(args: argparse.Namespace) -> int:
+    storage = _connect(args)
+    total = 0
+    if args.all:
+        while moved := storage.requeue(args.queue, "error", oldest=500):
+            total += moved
+    else:
+        total = storage.requeue(args.queue, "error", args.ids)
+    print(f"{total} task(s) back in {args.queue}")
+    return 0
+
+
+def cmd_purge(args: argparse.Namespace) -> int:
+    storage = _connect(args)
+    total = 0
+    while True:
+        deleted, taken = storage.remove(args.queue, purge=args.what, limit=1000)
+        total += deleted
+        if taken == 0:
+            break
+    print(f"{total} task(s) deleted from {args.queue} {args.what}")
+    return 0
+
+
+def cmd_hash_password(args: argparse.Namespace) -> int:
+    import getpass
+
+    from ztq.core.passwords import hash_password
+
+    password = (
+        getpass.getpass("password: ") if sys.stdin.isatty() else sys.stdin.readline().rstrip("\n")
+    )
+    if not password:
+        print("ztq: empty password", file=sys.stderr)
+        return 2
+    print(hash_password(password))
+    return 0
+
+
+COMMANDS = {
+    "worker": cmd_worker,
+    "info": cmd_info,
+    "enqueue": cmd_enqueue,
+    "redo": cmd_redo,
+    "purge": cmd_purge,
+    "hash-password": cmd_hash_password,
+}

@@ -1,0 +1,107 @@
+"""Running one task payload and classifying what happened, the same in a thread or a child.
+
+Nothing here talks to Redis except through the task's own reports (``worker.context``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import traceback as tb
+from dataclasses import dataclass
+from typing import Any
+
+from ztq.core.errors import PayloadError, Retry, UnknownTask
+from ztq.core.record import decode_payload
+from ztq.core.registry import lookup
+
+TRACEBACK_LIMIT = 20_000
+
+
+class SoftTimeout(Exception):  # noqa: N818 - reads as what happened
+    """Raised inside a task that ran past its ``timeout`` (where the runtime allows it)."""
+
+
+class Killed(BaseException):  # noqa: N818
+    """Raised inside a task an operator killed from the console (thread mode)."""
+
+
+@dataclass
+class Outcome:
+    ok: bool
+    task: str = "?"
+    result: str = ""  # JSON
+    error_type: str = ""
+    message: str = ""
+    traceback: str = ""
+    retry_delay: float | None = None  # set when the task raised Retry
+    permanent: bool = False  # retrying cannot help: bad payload, unknown task, bad arguments
+
+    @property
+    def error(self) -> str:
+        return f"{self.error_type}: {self.message}" if self.message else self.error_type
+
+
+def _failure(task: str, exc: BaseException, *, permanent: bool = False, kind: str = "") -> Outcome:
+    text = "".join(tb.format_exception(type(exc), exc, exc.__traceback__))
+    return Outcome(
+        ok=False,
+        task=task,
+        error_type=kind or type(exc).__name__,
+        message=str(exc)[:2000],
+        traceback=text[-TRACEBACK_LIMIT:],
+        permanent=permanent,
+    )
+
+
+def encode_result(value: Any) -> str:
+    try:
+        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError):
+        return json.dumps(repr(value)[:2000])
+
+
+def prepare(payload_text: str) -> tuple[Any, list[Any], dict[str, Any], dict[str, Any]] | Outcome:
+    """Decode and check a payload: (function, args, kwargs, opts), or the failure Outcome."""
+    try:
+        payload = decode_payload(payload_text)
+    except PayloadError as exc:
+        return _failure("?", exc, permanent=True)
+    name = payload["task"]
+    try:
+        tf = lookup(name)
+    except UnknownTask as exc:
+        return _failure(name, exc, permanent=True)
+    args, kwargs = payload.get("args", []), payload.get("kwargs", {})
+    try:
+        inspect.signature(tf.fn).bind(*args, **kwargs)
+    except TypeError as exc:
+        return _failure(
+            name,
+            TypeError(f"wrong arguments for {name}: {exc}"),
+            permanent=True,
+            kind="WrongArguments",
+        )
+    return tf, args, kwargs, dict(payload.get("opts") or {})
+
+
+def run_payload(payload_text: str) -> Outcome:
+    """Run a payload to an Outcome; never raises except for ``SystemExit``-like signals."""
+    prepared = prepare(payload_text)
+    if isinstance(prepared, Outcome):
+        return prepared
+    tf, args, kwargs, _opts = prepared
+    return call(tf, args, kwargs)
+
+
+def call(tf: Any, args: list[Any], kwargs: dict[str, Any]) -> Outcome:
+    """Call a checked task function and classify the result."""
+    try:
+        value = tf.fn(*args, **kwargs)
+    except Retry as exc:
+        out = _failure(tf.name, exc)
+        out.retry_delay = exc.delay if exc.delay is not None else -1.0
+        return out
+    except (Exception, Killed) as exc:
+        return _failure(tf.name, exc)
+    return Outcome(ok=True, task=tf.name, result=encode_result(value))

@@ -1,0 +1,135 @@
+"""A process slot: a child process that runs one task at a time and can be killed.
+
+Used for queues configured with ``process``: a stuck task is killed from the console or by
+its hard timeout, and the slot starts a fresh child. The child is started with ``spawn`` (no
+fork of a threaded parent), imports the worker's task modules and opens its own Redis
+connection for progress reports. Parent and child exchange the payload text and an
+``Outcome`` over a pipe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from typing import Any
+
+from ztq.worker.execute import Outcome, SoftTimeout, run_payload
+
+log = logging.getLogger(__name__)
+HARD_GRACE = 5.0  # seconds past the soft timeout before the child is killed
+
+
+def _soft_timeout(signum: int, frame: Any) -> None:
+    raise SoftTimeout("the task ran past its timeout")
+
+
+def _child_main(conn: Any, imports: tuple[str, ...], url: str, prefix: str) -> None:
+    import ztq.core as ztq
+    from ztq.core.calls import TaskCall
+    from ztq.worker.context import RunContext, reset_current, set_current
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
+    signal.signal(signal.SIGALRM, _soft_timeout)
+    from ztq.worker.worker import import_modules
+
+    import_modules(imports)
+    storage = ztq.connect(url, prefix=prefix)
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:
+            return
+        payload, queue, task_id, token, task, on_progress, timeout = msg
+        ctx = RunContext(
+            storage,
+            queue,
+            task_id,
+            token,
+            task,
+            TaskCall.from_dict(on_progress) if on_progress else None,
+        )
+        tok = set_current(ctx)
+        if timeout:
+            signal.setitimer(signal.ITIMER_REAL, timeout)
+        try:
+            outcome = run_payload(payload)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            reset_current(tok)
+        conn.send(outcome)
+
+
+class ProcessSlot:
+    def __init__(self, imports: tuple[str, ...], url: str, prefix: str) -> None:
+        self.imports, self.url, self.prefix = imports, url, prefix
+        self._ctx = multiprocessing.get_context("spawn")
+        self._kill = threading.Event()
+        self.proc: Any = None
+        self.conn: Any = None
+        self._start()
+
+    def _start(self) -> None:
+        parent, child = self._ctx.Pipe()
+        self.proc = self._ctx.Process(
+            target=_child_main, args=(child, self.imports, self.url, self.prefix), daemon=True
+        )
+        self.proc.start()
+        child.close()
+        self.conn = parent
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    def kill(self) -> None:
+        """Kill the running task (from another thread); the slot restarts its child."""
+        self._kill.set()
+
+    def _restart(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.join(5)
+        self.conn.close()
+        self._start()
+
+    def run(self, message: tuple[Any, ...], timeout: float | None) -> Outcome:
+        """Send one task to the child and wait for its outcome (killing it when needed)."""
+        self._kill.clear()
+        task = str(message[4])
+        self.conn.send(message)
+        hard = time.monotonic() + timeout + HARD_GRACE if timeout else None
+        while True:
+            try:
+                if self.conn.poll(0.05):
+                    result: Outcome = self.conn.recv()
+                    return result
+            except (EOFError, OSError):
+                self._restart()
+                return Outcome(False, task, error_type="ChildDied", message="the process slot died")
+            if self._kill.is_set():
+                self._restart()
+                return Outcome(False, task, error_type="Killed", message="killed by an operator")
+            if hard is not None and time.monotonic() > hard:
+                self._restart()
+                return Outcome(
+                    False,
+                    task,
+                    error_type="HardTimeout",
+                    message=f"killed after {timeout}s + {HARD_GRACE}s",
+                )
+            if not self.proc.is_alive():
+                self._restart()
+                return Outcome(False, task, error_type="ChildDied", message="the process slot died")
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.conn.close()
+        if self.proc is not None and self.proc.is_alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.join(5)

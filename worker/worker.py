@@ -1,0 +1,328 @@
+"""The worker process: executors per queue, heartbeat, commands, reaper, scheduler, cron.
+
+``Worker.tick()`` is the one maintenance step (tests call it directly); ``run()`` starts
+the executor threads and a command thread, then loops ``tick()`` every ``heartbeat``
+seconds until SIGTERM/SIGINT or a ``stop`` command.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+import ztq.core as ztq
+from ztq.core.cron import CronTable
+from ztq.core.errors import ConfigError, ZtqError
+from ztq.core.storage import Storage
+from ztq.core.workers import (
+    get_worker,
+    log_event,
+    publish_cron_entries,
+    take_commands,
+    write_heartbeat,
+)
+from ztq.worker.config import ThreadSpec, WorkerConfig
+from ztq.worker.execute import Killed, SoftTimeout
+from ztq.worker.executor import Executor
+from ztq.worker.sysinfo import SysInfo
+
+log = logging.getLogger(__name__)
+
+
+def _raise_in_thread(thread: threading.Thread, exc: type[BaseException]) -> bool:
+    """Make ``thread`` raise ``exc`` at its next Python instruction (soft timeout, kill)."""
+    if thread.ident is None:
+        return False
+    done = ctypes.pythonapi.PyThreadState_SetAsyncExc(
+        ctypes.c_ulong(thread.ident), ctypes.py_object(exc)
+    )
+    return bool(done == 1)
+
+
+def import_modules(modules: tuple[str, ...]) -> None:
+    """Import the task modules (from the current directory too, as rq and celery do)."""
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ConfigError(f"cannot import task module {module!r}: {exc}") from exc
+
+
+class Worker:
+    def __init__(self, cfg: WorkerConfig, storage: Storage | None = None) -> None:
+        self.cfg = cfg
+        self.id = cfg.worker_id
+        self.storage = storage or ztq.connect(cfg.redis_url, prefix=cfg.prefix)
+        self.stopping = threading.Event()
+        self.paused = threading.Event()
+        self.executors: list[Executor] = []
+        self.started = time.time()
+        self.cron: CronTable | None = None
+        self.next_cron: float | None = None
+        self.sysinfo = SysInfo()
+        self.threads_lock = threading.Lock()
+        self._signals = 0
+
+    # -- setup -------------------------------------------------------------------------------
+    def setup(self) -> None:
+        import_modules(self.cfg.imports)
+        self.cron = CronTable()
+        self.publish_cron()
+        for queue in self.cfg.queues:
+            self.storage.register_queue(queue)
+        previous = get_worker(self.storage, self.id)
+        kind = "reboot" if previous is not None else "start"
+        log_event(
+            self.storage, kind, self.id, f"pid {os.getpid()} serving {', '.join(self.cfg.queues)}"
+        )
+        self.heartbeat()
+
+    def publish_cron(self) -> None:
+        if self.cron is None or not self.cron.entries:
+            return
+        publish_cron_entries(self.storage, [e.describe() for e in self.cron.entries])
+
+    def start_executors(self) -> None:
+        for spec in self.cfg.threads:
+            self.add_executor(spec)
+
+    def add_executor(self, spec: ThreadSpec) -> Executor:
+        ex = Executor(self, spec)
+        with self.threads_lock:
+            self.executors.append(ex)
+        ex.start()
+        return ex
+
+    # -- maintenance -------------------------------------------------------------------------
+    def tick(self, now: float | None = None) -> None:
+        """Renew leases, heartbeat, hand back dead workers' tasks, move due tasks, fire cron."""
+        now = time.time() if now is None else now
+        self.renew_leases()
+        self.heartbeat()
+        for queue in self.storage.queues():
+            for task_id, worker, outcome in self.storage.reap(queue, self.cfg.max_lost):
+                log_event(
+                    self.storage,
+                    "lost",
+                    worker,
+                    f"task {task_id} of queue {queue} went back to {outcome}",
+                )
+                log.warning("lease of task %s (worker %s) expired: %s", task_id, worker, outcome)
+            self.storage.promote(queue)
+        if (
+            self.cron is not None
+            and self.cron.entries
+            and (self.next_cron is None or now >= self.next_cron)
+        ):
+            _, self.next_cron = self.cron.fire(now)
+            self.publish_cron()
+        self.watch_timeouts(now)
+
+    def renew_leases(self) -> None:
+        held: dict[str, list[tuple[str, int]]] = {}
+        for ex in list(self.executors):
+            for queue, items in ex.held_by_queue().items():
+                held.setdefault(queue, []).extend(items)
+        lease_ms = int(self.cfg.lease * 1000)
+        for queue, items in held.items():
+            for task_id in self.storage.renew(queue, self.id, lease_ms, items):
+                log.warning("lost the lease of %s in %s (expired and handed on?)", task_id, queue)
+
+    def heartbeat(self) -> None:
+        status = (
+            "stopping"
+            if self.stopping.is_set()
+            else "paused"
+            if self.paused.is_set()
+            else "running"
+        )
+        write_heartbeat(self.storage, self.id, self.describe(status))
+
+    def describe(self, status: str) -> dict[str, Any]:
+        threads: dict[str, int] = {}
+        current: dict[str, Any] = {}
+        with self.threads_lock:
+            alive = [ex for ex in self.executors if ex.is_alive() and not ex.retired.is_set()]
+        for ex in alive:
+            for q in ex.spec.queues:
+                threads[q] = threads.get(q, 0) + 1
+            info = ex.describe()
+            if info is not None:
+                current[ex.spec.name] = info
+        return {
+            "name": self.id,
+            **self.sysinfo.sample(),
+            "started": self.started,
+            "status": status,
+            "pool": sorted({ex.spec.pool for ex in alive}) or ["thread"],
+            "threads": threads,
+            "config_editable": self.cfg.active_config,
+            "current": current,
+            "done": sum(ex.done_count for ex in alive),
+            "failed": sum(ex.failed_count for ex in alive),
+        }
+
+    def watch_timeouts(self, now: float) -> None:
+        for ex in list(self.executors):
+            cur = ex.current
+            if (
+                cur
+                and cur.deadline
+                and now > cur.deadline
+                and not cur.timed_out
+                and ex.slot is None
+            ):
+                cur.timed_out = True
+                _raise_in_thread(ex, SoftTimeout)
+
+    def queues_drained(self) -> bool:
+        """Burst mode: nothing ready or delayed in this worker's queues, nothing running here."""
+        if any(ex.current is not None for ex in self.executors):
+            return False
+        return all(self.storage.pending_count(q) == 0 for q in self.cfg.queues)
+
+    # -- commands ----------------------------------------------------------------------------
+    def handle_command(self, cmd: dict[str, Any]) -> None:
+        name = cmd.get("cmd")
+        log.info("command %s from %s", name, cmd.get("by", "?"))
+        if name == "pause":
+            self.paused.set()
+        elif name == "resume":
+            self.paused.clear()
+        elif name == "stop":
+            self.request_stop()
+        elif name == "set_threads":
+            self.set_threads(str(cmd.get("queue", "")), cmd.get("threads"))
+        elif name == "kill":
+            self.kill(str(cmd.get("thread", "")), str(cmd.get("task_id", "")))
+        self.heartbeat()
+        if name != "refresh":
+            log_event(self.storage, "command", self.id, f"{name} by {cmd.get('by', '?')}")
+
+    def set_threads(self, queue: str, threads: Any) -> None:
+        if not self.cfg.active_config:
+            log.warning("set_threads refused: active_config is off for this worker")
+            return
+        if isinstance(threads, bool) or not isinstance(threads, int) or not 0 <= threads <= 256:
+            log.warning("set_threads refused: bad thread count %r", threads)
+            return
+        from ztq.core.keys import check_queue
+
+        check_queue(queue)
+        with self.threads_lock:
+            mine = [
+                ex
+                for ex in self.executors
+                if ex.spec.queues == (queue,) and not ex.retired.is_set() and ex.is_alive()
+            ]
+        pool = mine[0].spec.pool if mine else "thread"
+        for ex in mine[threads:]:
+            ex.retired.set()
+        taken = {ex.spec.name for ex in self.executors if ex.is_alive()}
+        i = 0
+        for _ in range(threads - len(mine)):
+            while f"{queue}-{i}" in taken:
+                i += 1
+            taken.add(f"{queue}-{i}")
+            self.add_executor(ThreadSpec(f"{queue}-{i}", (queue,), pool))
+        self.storage.register_queue(queue)
+        log_event(self.storage, "config", self.id, f"threads for {queue}: {len(mine)} -> {threads}")
+
+    def kill(self, thread: str, task_id: str) -> bool:
+        """Kill the task running on ``thread`` if it is still ``task_id``."""
+        for ex in list(self.executors):
+            cur = ex.current
+            if ex.spec.name != thread or cur is None or cur.lease.id != task_id:
+                continue
+            rec = self.storage.record(cur.lease.queue, task_id)
+            pid = rec.get("pid") if rec else None
+            if isinstance(pid, str) and pid.isdigit() and int(pid) > 1 and int(pid) != os.getpid():
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(int(pid), signal.SIGKILL)
+            if ex.slot is not None:
+                ex.slot.kill()
+            else:
+                _raise_in_thread(ex, Killed)
+            return True
+        log.warning("kill: no task %s on thread %s", task_id, thread)
+        return False
+
+    def command_loop(self) -> None:
+        delay = 0.5
+        while not self.stopping.is_set():
+            try:
+                for cmd in take_commands(self.storage, self.id, timeout=1.0):
+                    self.handle_command(cmd)
+                delay = 0.5
+            except ZtqError as exc:
+                log.warning("command thread: %s", exc)
+                self.stopping.wait(delay)
+                delay = min(delay * 2, 5.0)
+
+    # -- run ---------------------------------------------------------------------------------
+    def request_stop(self) -> None:
+        self.stopping.set()
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self._signals += 1
+        if self._signals > 1:
+            log.warning("second signal: exiting now; running tasks return through their leases")
+            os._exit(1)
+        log.info("signal %s: finishing running tasks (grace %ss)", signum, self.cfg.grace)
+        self.request_stop()
+
+    def install_signals(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+
+    def run(self) -> None:
+        self.setup()
+        self.start_executors()
+        threading.Thread(target=self.command_loop, name="ztq-commands", daemon=True).start()
+        delay = 0.5
+        while not self.stopping.is_set():
+            try:
+                self.tick()
+                delay = 0.5
+            except ZtqError as exc:
+                log.warning("maintenance: %s; retrying", exc)
+                delay = min(delay * 2, 5.0)
+                self.stopping.wait(delay)
+                continue
+            if self.cfg.burst and not any(ex.is_alive() for ex in self.executors):
+                break
+            wait = self.cfg.heartbeat
+            if self.next_cron is not None:
+                wait = max(0.05, min(wait, self.next_cron - time.time()))
+            self.stopping.wait(wait)
+        self.shutdown()
+
+    def shutdown(self) -> None:
+        self.stopping.set()
+        deadline = time.monotonic() + self.cfg.grace
+        for ex in list(self.executors):
+            while ex.is_alive() and time.monotonic() < deadline:
+                with contextlib.suppress(ZtqError):
+                    self.renew_leases()
+                    self.heartbeat()
+                ex.join(min(self.cfg.heartbeat, max(0.0, deadline - time.monotonic())))
+        with contextlib.suppress(ZtqError):
+            for ex in self.executors:
+                if ex.is_alive():  # still running after the grace period: hand its tasks back
+                    for queue, held in ex.held_by_queue().items():
+                        self.storage.release(queue, self.id, held)
+                    if ex.slot is not None:
+                        ex.slot.close()
+            write_heartbeat(self.storage, self.id, self.describe("stopped"))
+            log_event(self.storage, "stop", self.id, f"pid {os.getpid()} stopped")
+        log.info("worker %s stopped", self.id)
