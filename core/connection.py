@@ -17,6 +17,7 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
+
 from ztq.core.errors import ConfigError
 from ztq.core.storage import Storage
 

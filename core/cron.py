@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from croniter import croniter
+
 from ztq.core.calls import TaskCall
 from ztq.core.errors import InvalidOption
 

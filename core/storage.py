@@ -19,6 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 import redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+
 from ztq.core.errors import ConnectionFailed
 from ztq.core.keys import Keys, check_queue
 from ztq.core.record import TaskRecord

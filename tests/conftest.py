@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+
 import ztq.core as ztq
+from tests.redis_cluster import LocalCluster
 from ztq.core.storage import Storage
 from ztq.worker.embedded import RedisProcess
-
-from tests.redis_cluster import LocalCluster
 
 
 @pytest.fixture(scope="session")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import redis
+
 from ztq.worker.embedded import RedisProcess
 
 SLOTS = 16384

@@ -127,3 +127,25 @@ def commit_batch() -> None:
 def index_doc(path: str, doc: int) -> None:
     with open(path, "a") as fh:
         fh.write(f"doc {doc}\n")
+
+
+@task
+def runs_child(pid_file: str) -> int:
+    """Runs a child process and publishes its pid, as a PDF converter would."""
+    import subprocess
+
+    from ztq.worker import report_job
+
+    proc = subprocess.Popen(["sleep", "60"])
+    report_job(pid=proc.pid, comment="converting")
+    with open(pid_file, "w") as fh:
+        fh.write(str(proc.pid))
+    return proc.wait()
+
+
+@task
+def slow_record(path: str, value: str, seconds: float = 0.05) -> None:
+    """Sleeps, then appends ``value``: a task that can be cut off by a kill -9."""
+    time.sleep(seconds)
+    with open(path, "a") as fh:
+        fh.write(value + "\n")

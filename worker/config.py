@@ -171,6 +171,10 @@ def _server_option(key: str, raw: str, where: str) -> dict[str, object]:
     if key not in _KNOWN:
         raise ConfigError(f"{where}unknown option {key!r}; known: {', '.join(sorted(_KNOWN))}")
     if key == "redis":
+        if "://" not in raw:
+            raise ConfigError(
+                f"{where}redis must be a URL such as redis://host:6379/0, not {raw!r}"
+            )
         return {"redis_url": raw}
     if key in ("name", "alias"):
         return {"name": raw}

@@ -272,7 +272,11 @@ class Executor(threading.Thread):
         delay = -1.0
         retries = int(opts.get("retries", 0) or 0)
         if outcome.retry_delay is not None and lease.token < MAX_RETRY_ATTEMPTS:
-            delay = outcome.retry_delay if outcome.retry_delay >= 0 else backoff(lease.token, self.cfg.retry_backoff)
+            delay = (
+                outcome.retry_delay
+                if outcome.retry_delay >= 0
+                else backoff(lease.token, self.cfg.retry_backoff)
+            )
         elif not outcome.permanent and lease.token <= retries:
             delay = backoff(lease.token, self.cfg.retry_backoff)
         if delay < 0:

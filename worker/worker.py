@@ -72,6 +72,7 @@ class Worker:
         self.sysinfo = SysInfo()
         self.threads_lock = threading.Lock()
         self._signals = 0
+        self.command_thread: threading.Thread | None = None
 
     # -- setup -------------------------------------------------------------------------------
     def setup(self) -> None:
@@ -288,7 +289,10 @@ class Worker:
     def run(self) -> None:
         self.setup()
         self.start_executors()
-        threading.Thread(target=self.command_loop, name="ztq-commands", daemon=True).start()
+        self.command_thread = threading.Thread(
+            target=self.command_loop, name="ztq-commands", daemon=True
+        )
+        self.command_thread.start()
         delay = 0.5
         while not self.stopping.is_set():
             try:
@@ -325,4 +329,9 @@ class Worker:
                         ex.slot.close()
             write_heartbeat(self.storage, self.id, self.describe("stopped"))
             log_event(self.storage, "stop", self.id, f"pid {os.getpid()} stopped")
+        if (
+            self.command_thread is not None
+            and self.command_thread is not threading.current_thread()
+        ):
+            self.command_thread.join(2.0)
         log.info("worker %s stopped", self.id)

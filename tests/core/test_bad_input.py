@@ -5,12 +5,12 @@ from __future__ import annotations
 import time
 
 import pytest
+
 import ztq.core as ztq
+from tests import sample_tasks as t
 from ztq.core.errors import ConfigError, ConnectionFailed
 from ztq.core.record import TaskRecord
 from ztq.worker.embedded import free_port
-
-from tests import sample_tasks as t
 
 
 def test_unreachable_redis_is_a_clear_error_naming_the_url() -> None:

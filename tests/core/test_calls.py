@@ -7,11 +7,11 @@ import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
+
+from tests import sample_tasks as t
 from ztq.core import InvalidName, InvalidOption, SerializationError, TaskCall, task_id_for
 from ztq.core.errors import ConfigError
 from ztq.core.registry import lookup, task
-
-from tests import sample_tasks as t
 
 
 def test_id_is_md5_of_documented_canonical_json() -> None:

@@ -6,10 +6,10 @@ import threading
 import time
 
 import pytest
-import ztq.core as ztq
-from ztq.core.storage import Finished, Storage
 
+import ztq.core as ztq
 from tests import sample_tasks as t
+from ztq.core.storage import Finished, Storage
 
 W = "worker-a"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -13,6 +14,7 @@ import ztq.core as ztq
 from ztq.worker.config import ThreadSpec, WorkerConfig
 from ztq.worker.worker import Worker
 
+_numbers = itertools.count()
 FAST = {"lease": 2.0, "heartbeat": 0.2, "idle_wait": 0.2, "retry_backoff": 0.05, "grace": 5.0}
 
 
@@ -40,7 +42,7 @@ def start_worker(redis_url: str) -> Iterator[Callable[..., Worker]]:
         values = {**FAST, **options}
         cfg = WorkerConfig(
             redis_url=redis_url,
-            name=values.pop("name", f"test-worker-{len(started)}"),
+            name=values.pop("name", f"test-worker-{next(_numbers)}"),
             imports=("tests.sample_tasks",),
             threads=threads,
             **values,
@@ -53,7 +55,7 @@ def start_worker(redis_url: str) -> Iterator[Callable[..., Worker]]:
         return worker
 
     yield start
-    for worker, th in started:
+    for worker, _ in started:
         worker.request_stop()
     for worker, th in started:
         th.join(15)

@@ -33,7 +33,9 @@ def test_history_and_stats_are_written(start_worker) -> None:
     entries = storage.client.xrange(storage.keys.history("default"))
     assert entries and entries[-1][1]["id"] == h.id and entries[-1][1]["status"] == "done"
     minute = int(time.time() // 60)
-    counts = [storage.client.hget(storage.keys.stats("default", m), "done") for m in (minute - 1, minute)]
+    counts = [
+        storage.client.hget(storage.keys.stats("default", m), "done") for m in (minute - 1, minute)
+    ]
     assert sum(int(c or 0) for c in counts) >= 1
 
 
@@ -111,10 +113,16 @@ def test_bad_payload_unknown_task_wrong_args_go_to_errors(start_worker) -> None:
     wrong = t.add.enqueue((1, 2, 3), retries=5)
     after = t.add.delay(10, 10)
     wait_for(lambda: ztq.ping(after) == "done")  # the worker kept going
-    wait_for(lambda: all(ztq.ping(i, "default") == "error" for i in (bad_json, unknown.id, wrong.id)))
-    errors = {i: storage.record("default", i).get("error") for i in (bad_json, unknown.id, wrong.id)}
+    wait_for(
+        lambda: all(ztq.ping(i, "default") == "error" for i in (bad_json, unknown.id, wrong.id))
+    )
+    errors = {
+        i: storage.record("default", i).get("error") for i in (bad_json, unknown.id, wrong.id)
+    }
     assert "not valid JSON" in errors[bad_json]
-    assert errors[unknown.id].startswith("UnknownTask") and "nowhere.to_be_found" in errors[unknown.id]
+    assert (
+        errors[unknown.id].startswith("UnknownTask") and "nowhere.to_be_found" in errors[unknown.id]
+    )
     assert errors[wrong.id].startswith("WrongArguments")
     assert storage.record("default", wrong.id).get("attempts") == 1  # no retries for bad arguments
 

@@ -1,0 +1,150 @@
+"""Fault tests with real processes: kill -9, SIGSTOP past the lease, Redis restarts.
+
+Each starts its own worker processes (and, where it restarts Redis, its own redis-server),
+bounds every wait, and kills what it started by PID.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+import ztq.core as ztq
+from tests import sample_tasks as t
+from tests.worker.conftest import wait_for
+from ztq.worker.embedded import RedisProcess
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+LEASE, HEARTBEAT = 1.5, 0.3
+
+
+@pytest.fixture
+def spawn(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(url: str, name: str, *queues: str) -> subprocess.Popen[bytes]:
+        log = open(tmp_path / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
+        args = [sys.executable, "-m", "ztq.worker", "--redis", url, "--name", name,
+                "--import", "tests.sample_tasks", "--lease", str(LEASE),
+                "--heartbeat", str(HEARTBEAT), "--grace", "2"]  # fmt: skip
+        for q in queues or ("default:2",):
+            args += ["--queue", q]
+        proc = subprocess.Popen(args, cwd=ROOT, stdout=log, stderr=log)
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+
+def test_sigkill_mid_task_loses_nothing(redis_url: str, spawn, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    a = spawn(redis_url, "victim")
+    h = t.slow_record.delay(str(marker), "x", 3.0)
+    wait_for(lambda: ztq.ping(h) == "running")
+    os.kill(a.pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+    spawn(redis_url, "rescuer")
+    wait_for(lambda: ztq.ping(h) == "running" and h.record().get("worker") == "rescuer", timeout=15)
+    recovery = time.monotonic() - killed_at
+    wait_for(lambda: ztq.ping(h) == "done", timeout=15)
+    assert marker.read_text() == "x\n"  # the killed run never wrote; the second did
+    assert h.record().get("attempts") == 2
+    assert recovery < LEASE + 2 * HEARTBEAT + 3.0, recovery
+    storage = ztq.get_storage()
+    events = [e[1] for e in storage.client.xrange(storage.keys.events)]
+    assert any(e["kind"] == "lost" and e["worker"] == "victim" for e in events)
+    print(f"\nrecovery after SIGKILL: {recovery:.2f}s (lease {LEASE}s)")
+
+
+def test_chaos_many_kills_across_workers(redis_url: str, spawn, tmp_path: Path) -> None:
+    out = tmp_path / "done"
+    n_tasks = 400
+    handles = [t.slow_record.delay(str(out), str(i), 0.02) for i in range(n_tasks)]
+    names = ["w0", "w1", "w2"]
+    procs = {name: spawn(redis_url, name) for name in names}
+    rng = random.Random(7)
+    kills = 0
+    deadline = time.monotonic() + 12
+    while time.monotonic() < deadline:
+        time.sleep(rng.uniform(0.2, 0.6))
+        name = rng.choice(names)
+        os.kill(procs[name].pid, signal.SIGKILL)
+        procs[name].wait(5)
+        kills += 1
+        procs[name] = spawn(redis_url, name)
+    wait_for(lambda: all(ztq.ping(h) == "done" for h in handles), timeout=60, every=0.2)
+    runs = Counter(out.read_text().split())
+    lost = [i for i in range(n_tasks) if runs[str(i)] == 0]
+    twice = sum(1 for c in runs.values() if c > 1)
+    print(f"\nchaos: tasks={n_tasks} kills={kills} lost={len(lost)} run_twice={twice}")
+    assert kills >= 15 and lost == []
+
+
+def test_sigstop_past_the_lease_cannot_overwrite_the_newer_run(
+    redis_url: str, spawn, tmp_path: Path
+) -> None:
+    marker = tmp_path / "ran"
+    a = spawn(redis_url, "frozen")
+    h = t.slow_record.delay(str(marker), "run", 1.0)
+    wait_for(lambda: ztq.ping(h) == "running")
+    os.kill(a.pid, signal.SIGSTOP)
+    try:
+        spawn(redis_url, "other")
+        wait_for(lambda: ztq.ping(h) == "done", timeout=15)
+        assert h.record().get("attempts") == 2
+    finally:
+        os.kill(a.pid, signal.SIGCONT)
+    wait_for(lambda: marker.read_text().count("run") == 2, timeout=10)  # the frozen one finished
+    time.sleep(HEARTBEAT * 3)
+    rec = h.record()
+    assert rec.state == "done" and rec.get("attempts") == 2  # not overwritten by the stale run
+    log = (tmp_path / "frozen.log").read_text()
+    assert f"ack of {h.id} refused" in log or "lost the lease" in log
+
+
+def test_redis_restart_under_load(spawn, tmp_path: Path) -> None:
+    out = tmp_path / "done"
+    with RedisProcess(appendonly=True) as server:
+        ztq.connect(server.url)
+        try:
+            handles = [t.slow_record.delay(str(out), str(i), 0.01) for i in range(300)]
+            worker = spawn(server.url, "survivor")
+            wait_for(lambda: out.exists() and len(out.read_text().split()) > 30)
+            server.restart()
+            time.sleep(0.5)
+            server.restart()
+            wait_for(lambda: all(ztq.ping(h) == "done" for h in handles), timeout=60, every=0.2)
+            assert worker.poll() is None  # it never exited
+            assert set(out.read_text().split()) == {str(i) for i in range(300)}
+            later = t.add.delay(40, 2)
+            wait_for(lambda: ztq.ping(later) == "done", timeout=15)
+        finally:
+            ztq.disconnect_all()
+
+
+def test_sigterm_finishes_the_running_task_then_exits(
+    redis_url: str, spawn, tmp_path: Path
+) -> None:
+    marker = tmp_path / "ran"
+    proc = spawn(redis_url, "graceful", "default:1")
+    h = t.slow_record.delay(str(marker), "x", 1.0)
+    queued = t.add.delay(1, 1)
+    wait_for(lambda: ztq.ping(h) == "running")
+    os.kill(proc.pid, signal.SIGTERM)
+    assert proc.wait(10) == 0
+    assert ztq.ping(h) == "done" and marker.read_text() == "x\n"
+    assert ztq.ping(queued) in ("queued", "done")
