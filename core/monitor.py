@@ -1,0 +1,501 @@
+"""Read models for the console: queue stats, pages of tasks, errors, history and logs.
+
+Every function reads a window (LRANGE / ZRANGEBYSCORE / XREVRANGE with a limit, HMGET of
+one page of records), never a whole queue, so a page costs the same with ten tasks or ten
+million. Listings across queues are merged in Python from one window per queue, and paged
+with cursors (see :class:`ZCursor`, :class:`SCursor`) rather than offsets. Filtered listings
+scan at most ``budget`` entries per request and say where they stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ztq.core.record import TaskRecord
+from ztq.core.states import PRIORITIES
+from ztq.core.storage import Storage
+
+AUDIT_MAXLEN = 10_000
+MAX_PAGE = 500
+_ZCURSOR = re.compile(r"^(-?\d{1,16})\.(\d{1,9})$")
+_SCURSOR = re.compile(r"^(\d{1,16}-\d{1,16})(?::([A-Za-z0-9_.\-]{1,64}))?$")
+
+Match = Callable[[TaskRecord], bool]
+
+
+@dataclass(frozen=True)
+class ZCursor:
+    """A position in scores merged across queues: after ``skip`` entries scored ``score``."""
+
+    score: int
+    skip: int
+
+    def __str__(self) -> str:
+        return f"{self.score}.{self.skip}"
+
+    @classmethod
+    def parse(cls, text: str | None) -> ZCursor | None:
+        m = _ZCURSOR.match(text or "")
+        return cls(int(m.group(1)), int(m.group(2))) if m else None
+
+
+@dataclass(frozen=True)
+class SCursor:
+    """A position in stream entries merged across queues: after entry ``id`` of ``queue``."""
+
+    id: str
+    queue: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.id}:{self.queue}" if self.queue else self.id
+
+    @classmethod
+    def parse(cls, text: str | None) -> SCursor | None:
+        m = _SCURSOR.match(text or "")
+        return cls(m.group(1), m.group(2) or "") if m else None
+
+
+@dataclass
+class Row:
+    """One task in a listing; ``record`` is None when its record is gone (a leftover id)."""
+
+    queue: str
+    id: str
+    record: TaskRecord | None
+    score: int | None = None  # failed at / due at / lease deadline (ms), by listing
+    position: int | None = None
+    priority: str = ""
+
+
+@dataclass
+class Page:
+    rows: list[Any]
+    next: str | None = None  # cursor of the next page, None on the last one
+    scanned: int = 0
+    partial: bool = False  # the scan budget ran out before the page filled
+    total: int | None = None
+
+
+@dataclass
+class QueueStats:
+    name: str
+    ready: dict[str, int]
+    delayed: int
+    running: int
+    errors: int
+    paused: bool
+    head_enqueued: int | None  # enqueued (ms) of the oldest task at the head of a ready list
+    first_error: int | None
+    last_error: int | None
+    throughput: list[tuple[int, int, int]] = field(default_factory=list)  # (minute, done, failed)
+
+    @property
+    def pending(self) -> int:
+        return sum(self.ready.values())
+
+
+def clamp(limit: int, low: int = 1, high: int = MAX_PAGE) -> int:
+    return max(low, min(high, int(limit)))
+
+
+def fetch_records(storage: Storage, pairs: Sequence[tuple[str, str]]) -> list[TaskRecord | None]:
+    """Records of (queue, id) pairs: one HMGET per queue, all in one round trip."""
+    by_queue: dict[str, list[str]] = {}
+    for q, i in pairs:
+        by_queue.setdefault(q, []).append(i)
+    if not by_queue:
+        return []
+    with storage.guard():
+        pipe = storage.client.pipeline(transaction=False)
+        for q, ids in by_queue.items():
+            pipe.hmget(storage.keys.tasks(q), ids)
+        replies = pipe.execute()
+    found: dict[tuple[str, str], TaskRecord | None] = {}
+    for (q, ids), raws in zip(by_queue.items(), replies, strict=True):
+        for i, raw in zip(ids, raws, strict=True):
+            found[(q, i)] = None if raw is None else TaskRecord.from_raw(q, i, raw)
+    return [found[p] for p in pairs]
+
+
+# -- queues ----------------------------------------------------------------------------------
+def queue_exists(storage: Storage, queue: str) -> bool:
+    with storage.guard():
+        return bool(storage.client.sismember(storage.keys.queues, queue))
+
+
+def queue_stats(
+    storage: Storage, queues: Sequence[str] | None = None, *, minutes: int = 60, now: float = 0.0
+) -> list[QueueStats]:
+    """Counts, head age, error times and per-minute throughput of each queue (2 round trips)."""
+    names = list(storage.queues() if queues is None else queues)
+    k = storage.keys
+    this_minute = int((now or time.time()) // 60)
+    span = list(range(this_minute - minutes + 1, this_minute + 1))
+    with storage.guard():
+        pipe = storage.client.pipeline(transaction=False)
+        for q in names:
+            for p in PRIORITIES:
+                pipe.llen(k.ready(q, p))
+                pipe.lindex(k.ready(q, p), 0)
+            pipe.zcard(k.delayed(q))
+            pipe.zcard(k.running(q))
+            pipe.zcard(k.errors(q))
+            pipe.exists(k.paused(q))
+            pipe.zrange(k.errors(q), 0, 0, withscores=True)
+            pipe.zrange(k.errors(q), -1, -1, withscores=True)
+            for minute in span:
+                pipe.hmget(k.stats(q, minute), ["done", "failed"])
+        replies = iter(pipe.execute())
+    out: list[QueueStats] = []
+    heads: list[tuple[str, str]] = []
+    for q in names:
+        ready: dict[str, int] = {}
+        for p in PRIORITIES:
+            ready[str(p)] = int(next(replies))
+            head = next(replies)
+            if head is not None:
+                heads.append((q, head))
+        delayed, running, errors, paused = (int(next(replies)) for _ in range(4))
+        first, last = next(replies), next(replies)
+        chart = []
+        for minute in span:
+            done, failed = next(replies)
+            chart.append((minute, int(done or 0), int(failed or 0)))
+        errs = (int(first[0][1]) if first else None, int(last[0][1]) if last else None)
+        out.append(QueueStats(q, ready, delayed, running, errors, bool(paused), None, *errs, chart))
+    by_name = {s.name: s for s in out}
+    for (q, _), rec in zip(heads, fetch_records(storage, heads), strict=True):
+        enq = rec.get("enqueued") if rec else None
+        if isinstance(enq, (int, float)):
+            cur = by_name[q].head_enqueued
+            by_name[q].head_enqueued = int(enq) if cur is None else min(cur, int(enq))
+    return out
+
+
+def pending_page(storage: Storage, queue: str, offset: int, limit: int) -> Page:
+    """Ready tasks of one queue in run order (high, normal, low; FIFO within a level)."""
+    k = storage.keys
+    limit, offset = clamp(limit), max(0, int(offset))
+    with storage.guard():
+        pipe = storage.client.pipeline(transaction=False)
+        for p in PRIORITIES:
+            pipe.llen(k.ready(queue, p))
+        counts = [int(n) for n in pipe.execute()]
+        plan: list[tuple[str, int]] = []
+        start, want = offset, limit
+        pipe = storage.client.pipeline(transaction=False)
+        for p, n in zip(PRIORITIES, counts, strict=True):
+            if want <= 0:
+                break
+            if start >= n:
+                start -= n
+                continue
+            take = min(want, n - start)
+            pipe.lrange(k.ready(queue, p), start, start + take - 1)
+            plan.append((str(p), start))
+            want -= take
+            start = 0
+        windows = pipe.execute() if plan else []
+    pairs: list[tuple[str, str]] = []
+    meta: list[tuple[str, int]] = []
+    position = offset
+    for (prio, _), ids in zip(plan, windows, strict=True):
+        for i in ids:
+            pairs.append((queue, i))
+            meta.append((prio, position))
+            position += 1
+    rows = [
+        Row(queue, i, rec, position=pos, priority=prio)
+        for (_, i), rec, (prio, pos) in zip(pairs, fetch_records(storage, pairs), meta, strict=True)
+    ]
+    total = sum(counts)
+    nxt = str(offset + limit) if offset + limit < total else None
+    return Page(rows, nxt, len(rows), total=total)
+
+
+# -- listings merged across queues by score --------------------------------------------------
+def _zset_chunks(
+    storage: Storage, keys: dict[str, str], cursor: ZCursor | None, reverse: bool, chunk: int
+) -> Iterator[list[tuple[str, str, int, ZCursor]]]:
+    """(queue, id, score, cursor after it) in merged order, a chunk per round trip."""
+    cur = cursor
+    while True:
+        skip = cur.skip if cur else 0
+        fetch = chunk + skip
+        with storage.guard():
+            pipe = storage.client.pipeline(transaction=False)
+            for key in keys.values():
+                if reverse:
+                    top = cur.score if cur else "+inf"
+                    pipe.zrevrangebyscore(key, top, "-inf", start=0, num=fetch, withscores=True)
+                else:
+                    low = cur.score if cur else "-inf"
+                    pipe.zrangebyscore(key, low, "+inf", start=0, num=fetch, withscores=True)
+            replies = pipe.execute()
+        merged = []
+        more = False
+        for q, reply in zip(keys, replies, strict=True):
+            more = more or len(reply) >= fetch
+            for idx, (member, score) in enumerate(reply):
+                merged.append((-score if reverse else score, q, idx, member, int(score)))
+        merged.sort()
+        if cur is not None:  # drop the entries at the cursor's score already shown
+            dropped = 0
+            while dropped < cur.skip and dropped < len(merged) and merged[dropped][4] == cur.score:
+                dropped += 1
+            merged = merged[dropped:]
+        out = []
+        for _, q, _, member, score in merged[:chunk]:
+            cur = ZCursor(score, cur.skip + 1 if cur and cur.score == score else 1)
+            out.append((q, member, score, cur))
+        if out:
+            yield out
+        if not out or (not more and len(merged) <= chunk):
+            return
+
+
+def _collect(
+    storage: Storage,
+    chunks: Iterator[list[tuple[str, str, int, Any]]],
+    limit: int,
+    match: Match | None,
+    budget: int,
+) -> Page:
+    rows: list[Row] = []
+    scanned = 0
+    for items in chunks:
+        recs = fetch_records(storage, [(q, i) for q, i, _, _ in items])
+        for pos, ((q, i, score, after), rec) in enumerate(zip(items, recs, strict=True)):
+            scanned += 1
+            if match is None or (rec is not None and match(rec)):
+                rows.append(Row(q, i, rec, score=score))
+            full, spent = len(rows) >= limit, scanned >= budget
+            if full or spent:
+                more = pos + 1 < len(items) or next(chunks, None) is not None
+                return Page(rows, str(after) if more else None, scanned, spent and not full)
+    return Page(rows, None, scanned)
+
+
+def score_page(
+    storage: Storage,
+    which: str,
+    queues: Sequence[str],
+    cursor: str | None = None,
+    limit: int = 50,
+    *,
+    match: Match | None = None,
+    budget: int = 2000,
+) -> Page:
+    """Tasks of ``which`` set merged across ``queues``; ``total`` counts the set.
+
+    ``'errors'``: failed tasks, newest first, ``score`` = failed at (ms). ``'delayed'``:
+    delayed tasks and retries by due time, soonest first, ``score`` = due at (ms).
+    """
+    reverse = which == "errors"
+    key_of = storage.keys.errors if reverse else storage.keys.delayed
+    keys = {q: key_of(q) for q in sorted(queues)}
+    limit = clamp(limit, high=10_000)
+    chunk = limit + 1 if match is None else 200
+    budget = limit if match is None else max(budget, limit)
+    chunks = _zset_chunks(storage, keys, ZCursor.parse(cursor), reverse, chunk)
+    page = _collect(storage, chunks, limit, match, budget)
+    with storage.guard():
+        pipe = storage.client.pipeline(transaction=False)
+        for key in keys.values():
+            pipe.zcard(key)
+        page.total = sum(int(n) for n in pipe.execute())
+    return page
+
+
+def running_tasks(storage: Storage, queues: Sequence[str], limit: int = 500) -> list[Row]:
+    """Leased tasks of each queue (at most ``limit`` per queue), soonest lease end first."""
+    with storage.guard():
+        pipe = storage.client.pipeline(transaction=False)
+        for q in queues:
+            pipe.zrange(storage.keys.running(q), 0, clamp(limit) - 1, withscores=True)
+        replies = pipe.execute()
+    items = [(q, i, int(s)) for q, reply in zip(queues, replies, strict=True) for i, s in reply]
+    recs = fetch_records(storage, [(q, i) for q, i, _ in items])
+    rows = [Row(q, i, rec, score=s) for (q, i, s), rec in zip(items, recs, strict=True)]
+    rows.sort(key=lambda r: r.score or 0)
+    return rows
+
+
+def oldest_errors(storage: Storage, queue: str, offset: int, count: int) -> list[Row]:
+    """A window of one queue's errors, oldest first (bulk actions walk it with an offset)."""
+    with storage.guard():
+        ids = storage.client.zrange(storage.keys.errors(queue), offset, offset + count - 1)
+    recs = fetch_records(storage, [(queue, i) for i in ids])
+    return [Row(queue, i, rec) for i, rec in zip(ids, recs, strict=True)]
+
+
+# -- streams: history per queue, the worker log, the audit log -------------------------------
+def _sid(entry_id: str) -> tuple[int, int]:
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
+def _stream_chunks(
+    storage: Storage, keys: dict[str, str], cursor: SCursor | None, chunk: int
+) -> Iterator[list[tuple[str, str, dict[str, str], SCursor]]]:
+    """(queue, entry id, fields, cursor after it), newest first, merged across streams."""
+    cur = cursor
+    while True:
+        with storage.guard():
+            pipe = storage.client.pipeline(transaction=False)
+            for q, key in keys.items():
+                top = "+" if cur is None else (cur.id if q > cur.queue else f"({cur.id}")
+                pipe.xrevrange(key, max=top, min="-", count=chunk)
+            replies = pipe.execute()
+        merged = []
+        more = False
+        for q, reply in zip(keys, replies, strict=True):
+            more = more or len(reply) >= chunk
+            for entry_id, fields in reply:
+                ms, seq = _sid(entry_id)
+                merged.append((-ms, -seq, q, entry_id, fields))
+        merged.sort(key=lambda m: (m[0], m[1], m[2]))
+        out = []
+        for *_, q, entry_id, fields in merged[:chunk]:
+            cur = SCursor(entry_id, q)
+            out.append((q, entry_id, fields, cur))
+        if out:
+            yield out
+        if not out or (not more and len(merged) <= chunk):
+            return
+
+
+def stream_page(
+    storage: Storage,
+    which: str,
+    queues: Sequence[str] = (),
+    cursor: str | None = None,
+    limit: int = 50,
+    *,
+    match: Callable[[dict[str, str]], bool] | None = None,
+    budget: int = 5000,
+) -> Page:
+    """Entries of a stream, newest first, as dicts of its fields plus ``_queue``, ``_id`` and
+    ``_at`` (ms). ``which``: ``'history'`` (finished runs of ``queues``, merged), ``'events'``
+    (the worker log) or ``'audit'`` (who redid, deleted or commanded what in the console).
+    """
+    k = storage.keys
+    if which == "history":
+        keys = {q: k.history(q) for q in sorted(queues)}
+    else:
+        keys = {"": k.events if which == "events" else k.audit}
+    limit = clamp(limit)
+    chunk = limit + 1 if match is None else 200
+    budget = limit if match is None else max(budget, limit)
+    rows: list[dict[str, Any]] = []
+    scanned = 0
+    chunks = _stream_chunks(storage, keys, SCursor.parse(cursor), chunk)
+    for items in chunks:
+        for pos, (q, entry_id, fields, after) in enumerate(items):
+            scanned += 1
+            if match is None or match(fields):
+                rows.append({**fields, "_queue": q, "_id": entry_id, "_at": _sid(entry_id)[0]})
+            full, spent = len(rows) >= limit, scanned >= budget
+            if full or spent:
+                more = pos + 1 < len(items) or next(chunks, None) is not None
+                return Page(rows, str(after) if more else None, scanned, spent and not full)
+    return Page(rows, None, scanned)
+
+
+def write_audit(
+    storage: Storage,
+    user: str,
+    action: str,
+    *,
+    queue: str = "",
+    ids: Sequence[str] = (),
+    count: int | None = None,
+    detail: str = "",
+) -> None:
+    """Append one console action to the audit stream (capped at ``AUDIT_MAXLEN``)."""
+    shown = " ".join(ids[:50]) + (f" (+{len(ids) - 50} more)" if len(ids) > 50 else "")
+    entry = {
+        "user": user,
+        "action": action,
+        "queue": queue,
+        "ids": shown,
+        "count": str(len(ids) if count is None else count),
+        "detail": detail[:500],
+    }
+    with storage.guard():
+        storage.client.xadd(storage.keys.audit, entry, maxlen=AUDIT_MAXLEN, approximate=True)
+
+
+# -- cron, lookup and search -----------------------------------------------------------------
+def cron_table(storage: Storage) -> list[dict[str, Any]]:
+    """Cron entries as workers published them, soonest next run first."""
+    with storage.guard():
+        raw = storage.client.hgetall(storage.keys.cron)
+    out = []
+    for name, text in raw.items():
+        try:
+            entry = json.loads(text)
+        except ValueError:
+            continue
+        if isinstance(entry, dict):
+            entry.setdefault("name", name)
+            out.append(entry)
+    return sorted(out, key=lambda e: (int(e.get("next") or 0), str(e["name"])))
+
+
+def find_task(storage: Storage, task_id: str, queue: str | None = None) -> list[TaskRecord]:
+    """Records with this id, in ``queue`` or in every known queue (one round trip)."""
+    queues = [queue] if queue else storage.queues()
+    recs = fetch_records(storage, [(q, task_id) for q in queues])
+    return [r for r in recs if r is not None]
+
+
+def search(
+    storage: Storage,
+    match: Match,
+    cursor: str | None = None,
+    limit: int = 50,
+    *,
+    budget: int = 5000,
+) -> Page:
+    """Records of any state that ``match``, walking each queue's records with HSCAN.
+
+    The cursor is ``<queue index>.<HSCAN cursor>``; a page holds at most about ``limit``
+    rows and scans at most about ``budget`` records.
+    """
+    queues = storage.queues()
+    m = _ZCURSOR.match(cursor or "")
+    qi, hc = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+    rows: list[Row] = []
+    scanned = 0
+    while qi < len(queues) and scanned < budget and len(rows) < limit:
+        q = queues[qi]
+        with storage.guard():
+            hc, batch = storage.client.hscan(storage.keys.tasks(q), hc, count=100)
+        for i, raw in batch.items():
+            scanned += 1
+            rec = TaskRecord.from_raw(q, i, raw)
+            if match(rec):
+                rows.append(Row(q, i, rec))
+        if int(hc) == 0:
+            qi, hc = qi + 1, 0
+    nxt = f"{qi}.{hc}" if qi < len(queues) else None
+    return Page(rows, nxt, scanned, partial=nxt is not None and len(rows) < limit)
+
+
+# -- writes the console needs beyond Storage's ------------------------------------------------
+def run_first(storage: Storage, queue: str, ids: Sequence[str]) -> int:
+    """Move pending (queued or delayed) tasks to the head of their ready list, in one round
+    trip; the first id given runs first. Returns how many were moved."""
+    recs = fetch_records(storage, [(queue, i) for i in ids])
+    ops = [
+        storage.enqueue_op(queue, r.id, r.payload_text, priority=r.priority, first=True)
+        for r in reversed([r for r in recs if r is not None])
+        if r.state.value in ("queued", "delayed")
+    ]
+    return sum(1 for _, outcome in storage.execute(ops) if outcome == "moved")
