@@ -5,8 +5,10 @@ Nothing here talks to Redis except through the task's own reports (``worker.cont
 
 from __future__ import annotations
 
+import ctypes
 import inspect
 import json
+import threading
 import traceback as tb
 from dataclasses import dataclass
 from typing import Any
@@ -94,14 +96,55 @@ def run_payload(payload_text: str) -> Outcome:
     return call(tf, args, kwargs)
 
 
-def call(tf: Any, args: list[Any], kwargs: dict[str, Any]) -> Outcome:
-    """Call a checked task function and classify the result."""
+class Interruptible:
+    """Marks the stretch where a thread runs task code, so that an interrupt (soft timeout,
+    kill) raised into the thread from outside lands in the task and nowhere else."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.active = False
+
+    def interrupt(self, thread: threading.Thread, exc: type[BaseException]) -> bool:
+        with self.lock:
+            if not self.active or thread.ident is None:
+                return False
+            done = ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(thread.ident), ctypes.py_object(exc)
+            )
+            return bool(done == 1)
+
+    def enter(self) -> None:
+        with self.lock:
+            self.active = True
+
+    def leave(self) -> None:
+        with self.lock:
+            self.active = False
+
+
+def call(
+    tf: Any, args: list[Any], kwargs: dict[str, Any], guard: Interruptible | None = None
+) -> Outcome:
+    """Call a checked task function and classify the result.
+
+    An interrupt that arrives just after the function returned is still caught here (the
+    outer ``try``), so it never escapes into the executor's own code.
+    """
     try:
-        value = tf.fn(*args, **kwargs)
+        if guard is not None:
+            guard.enter()
+        try:
+            value = tf.fn(*args, **kwargs)
+        finally:
+            if guard is not None:
+                guard.leave()
     except Retry as exc:
         out = _failure(tf.name, exc)
         out.retry_delay = exc.delay if exc.delay is not None else -1.0
         return out
     except (Exception, Killed) as exc:
         return _failure(tf.name, exc)
-    return Outcome(ok=True, task=tf.name, result=encode_result(value))
+    try:
+        return Outcome(ok=True, task=tf.name, result=encode_result(value))
+    except (SoftTimeout, Killed) as exc:  # pragma: no cover - a late interrupt
+        return _failure(tf.name, exc)

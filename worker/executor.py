@@ -21,7 +21,7 @@ from ztq.core.scripts import Op
 from ztq.core.storage import Finished, Leased
 from ztq.worker.config import ThreadSpec
 from ztq.worker.context import RunContext, reset_current, set_current
-from ztq.worker.execute import Outcome, call, prepare
+from ztq.worker.execute import Interruptible, Killed, Outcome, SoftTimeout, call, prepare
 from ztq.worker.process_slot import ProcessSlot
 
 if TYPE_CHECKING:
@@ -71,6 +71,7 @@ class Executor(threading.Thread):
         self.slot: ProcessSlot | None = None
         if spec.pool == "process":
             self.slot = ProcessSlot(self.cfg.imports, self.cfg.redis_url, self.cfg.prefix)
+        self.guard = Interruptible()
         self.idle = False
         self.done_count = 0
         self.failed_count = 0
@@ -88,6 +89,10 @@ class Executor(threading.Thread):
                 log.warning("executor %s: %s; retrying in %.1fs", self.spec.name, exc, delay)
                 self.retired.wait(delay)
                 delay = min(delay * 2, 5.0)
+            except (Killed, SoftTimeout):
+                log.warning(
+                    "executor %s: an interrupt arrived after its task ended", self.spec.name
+                )
             except Exception:
                 log.exception("executor %s crashed in its loop; continuing", self.spec.name)
                 self.retired.wait(1.0)
@@ -243,7 +248,7 @@ class Executor(threading.Thread):
         else:
             token = set_current(ctx)
             try:
-                outcome = call(tf, args, kwargs)
+                outcome = call(tf, args, kwargs, self.guard)
             finally:
                 reset_current(token)
         runtime = (time.time() - now) * 1000

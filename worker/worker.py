@@ -8,7 +8,6 @@ seconds until SIGTERM/SIGINT or a ``stop`` command.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import importlib
 import logging
 import os
@@ -35,16 +34,6 @@ from ztq.worker.executor import Executor
 from ztq.worker.sysinfo import SysInfo
 
 log = logging.getLogger(__name__)
-
-
-def _raise_in_thread(thread: threading.Thread, exc: type[BaseException]) -> bool:
-    """Make ``thread`` raise ``exc`` at its next Python instruction (soft timeout, kill)."""
-    if thread.ident is None:
-        return False
-    done = ctypes.pythonapi.PyThreadState_SetAsyncExc(
-        ctypes.c_ulong(thread.ident), ctypes.py_object(exc)
-    )
-    return bool(done == 1)
 
 
 def import_modules(modules: tuple[str, ...]) -> None:
@@ -184,7 +173,7 @@ class Worker:
                 and ex.slot is None
             ):
                 cur.timed_out = True
-                _raise_in_thread(ex, SoftTimeout)
+                ex.guard.interrupt(ex, SoftTimeout)
 
     def queues_drained(self) -> bool:
         """Burst mode: nothing ready or delayed in this worker's queues, nothing running here."""
@@ -253,7 +242,7 @@ class Worker:
             if ex.slot is not None:
                 ex.slot.kill()
             else:
-                _raise_in_thread(ex, Killed)
+                ex.guard.interrupt(ex, Killed)
             return True
         log.warning("kill: no task %s on thread %s", task_id, thread)
         return False
