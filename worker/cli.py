@@ -13,11 +13,11 @@ from ztq.core.errors import ZtqError
 from ztq.worker.config import ThreadSpec, load_config, parse_queue_entry
 
 
-def _queue_flag(value: str) -> list[ThreadSpec]:
+def _queue_flag(value: str, default_pool: str = "thread") -> list[ThreadSpec]:
     """``mail`` / ``mail:2`` / ``pdf:1:process``."""
     name, _, rest = value.partition(":")
     count, _, pool = rest.partition(":")
-    return parse_queue_entry(name, f"{count or 1} {pool or 'thread'}", "--queue: ")
+    return parse_queue_entry(name, f"{count or 1} {pool or default_pool}", "--queue: ")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,6 +38,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         help="module with tasks, repeatable",
+    )
+    w.add_argument(
+        "--pool",
+        choices=["thread", "process"],
+        default="thread",
+        help="how --queue entries without :thread/:process run tasks",
     )
     w.add_argument("--name", help="worker name shown in the console")
     w.add_argument("--prefix", help="Redis key prefix")
@@ -87,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
 def cmd_worker(args: argparse.Namespace) -> int:
     from ztq.worker.worker import Worker
 
-    threads = tuple(spec for flag in args.queue for spec in _queue_flag(flag))
+    threads = tuple(spec for flag in args.queue for spec in _queue_flag(flag, args.pool))
     overrides: dict[str, Any] = {
         "redis_url": args.redis,
         "threads": threads,

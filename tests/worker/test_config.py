@@ -120,6 +120,7 @@ def test_queue_flags() -> None:
     assert cfg.threads == (ThreadSpec("default-0", ("default",)),)
     from ztq.worker.cli import _queue_flag
 
+    assert _queue_flag("mail", "process") == [ThreadSpec("mail-0", ("mail",), "process")]
     assert _queue_flag("pdf:2:process") == [
         ThreadSpec("pdf-0", ("pdf",), "process"),
         ThreadSpec("pdf-1", ("pdf",), "process"),
