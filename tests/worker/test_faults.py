@@ -143,7 +143,8 @@ def test_sigterm_finishes_the_running_task_then_exits(
     proc = spawn(redis_url, "graceful", "default:1")
     h = t.slow_record.delay(str(marker), "x", 1.0)
     queued = t.add.delay(1, 1)
-    wait_for(lambda: ztq.ping(h) == "running")
+    log = tmp_path / "graceful.log"
+    wait_for(lambda: log.exists() and f"task start id={h.id}" in log.read_text())
     os.kill(proc.pid, signal.SIGTERM)
     assert proc.wait(10) == 0
     assert ztq.ping(h) == "done" and marker.read_text() == "x\n"
