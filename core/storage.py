@@ -187,6 +187,22 @@ class Storage:
         name, keys, args = self.fetch_op(queue, worker, thread, lease_ms, limit)
         return self.parse_fetch(queue, self.call(name, keys, args))
 
+    def _finish_keys(self, queue: str, now: float | None) -> list[str]:
+        """KEYS of ack.lua and fail.lua (one layout for both)."""
+        k = self.keys
+        minute = int((time.time() if now is None else now) // 60)
+        return [
+            k.tasks(queue),
+            k.running(queue),
+            k.done(queue),
+            k.errors(queue),
+            k.delayed(queue),
+            k.history(queue),
+            k.stats(queue, minute),
+            *k.ready_all(queue),
+            k.wake(queue),
+        ]
+
     def ack_op(
         self,
         queue: str,
@@ -197,17 +213,7 @@ class Storage:
         history_maxlen: int = DEFAULT_HISTORY_MAXLEN,
         now: float | None = None,
     ) -> Op:
-        k = self.keys
-        minute = int((time.time() if now is None else now) // 60)
-        keys = [
-            k.tasks(queue),
-            k.running(queue),
-            k.done(queue),
-            k.history(queue),
-            k.stats(queue, minute),
-            *k.ready_all(queue),
-            k.wake(queue),
-        ]
+        keys = self._finish_keys(queue, now)
         args: list[Any] = [worker, int(result_ttl_ms), int(history_maxlen)]
         for it in items:
             args += [it.id, it.token, it.task, it.result]
@@ -232,18 +238,7 @@ class Storage:
         history_maxlen: int = DEFAULT_HISTORY_MAXLEN,
         now: float | None = None,
     ) -> Op:
-        k = self.keys
-        minute = int((time.time() if now is None else now) // 60)
-        keys = [
-            k.tasks(queue),
-            k.running(queue),
-            k.errors(queue),
-            k.delayed(queue),
-            k.history(queue),
-            k.stats(queue, minute),
-            *k.ready_all(queue),
-            k.wake(queue),
-        ]
+        keys = self._finish_keys(queue, now)
         args = [worker, task_id, token, task, error, traceback, int(retry_delay_ms), history_maxlen]
         return ("fail", keys, args)
 

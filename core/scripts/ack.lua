@@ -1,10 +1,11 @@
 -- Finish tasks that ran to success, in one call for a batch.
--- KEYS: 1 tasks, 2 running, 3 done (id -> expiry ms), 4 history, 5 stats (this minute),
---       6 ready:high, 7 ready:normal, 8 ready:low, 9 wake
+-- KEYS (shared with fail.lua): 1 tasks, 2 running, 3 done (id -> expiry ms), 4 errors,
+--       5 delayed, 6 history, 7 stats (this minute), 8 ready:high, 9 ready:normal,
+--       10 ready:low, 11 wake
 -- ARGV: 1 worker id, 2 result ttl ms (0 = drop the record now), 3 history maxlen,
 --       then per task 4 fields: id, attempts (fencing token), task name, result JSON ('' = none)
 -- Returns: the ids whose ack was refused (lease lost to another run, or record gone).
-local ready = {high = KEYS[6], normal = KEYS[7], low = KEYS[8]}
+local ready = {high = KEYS[8], normal = KEYS[9], low = KEYS[10]}
 local worker, ttl, maxlen = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local now = now_ms()
 local refused = {}
@@ -17,7 +18,7 @@ for i = 4, #ARGV, 4 do
   else
     redis.call('ZREM', KEYS[2], id)
     local started = meta.started or now
-    redis.call('XADD', KEYS[4], 'MAXLEN', '~', maxlen, '*', 'id', id, 'task', name,
+    redis.call('XADD', KEYS[6], 'MAXLEN', '~', maxlen, '*', 'id', id, 'task', name,
       'status', 'done', 'worker', worker, 'thread', meta.thread or '',
       'enqueued', meta.enqueued or 0, 'started', started, 'ended', now,
       'runtime_ms', now - started, 'summary', '')
@@ -28,7 +29,7 @@ for i = 4, #ARGV, 4 do
       meta.rerun, meta.state, meta.attempts, meta.enqueued = nil, 'queued', 0, now
       save(KEYS[1], id, meta, payload)
       redis.call('RPUSH', ready_list(ready, meta.prio), id)
-      wake(KEYS[9])
+      wake(KEYS[11])
     elseif ttl > 0 then
       meta.state = 'done'
       if result ~= '' then meta.result = result end
@@ -40,8 +41,8 @@ for i = 4, #ARGV, 4 do
   end
 end
 if acked > 0 then
-  redis.call('HINCRBY', KEYS[5], 'done', acked)
-  redis.call('PEXPIRE', KEYS[5], 7200000)
+  redis.call('HINCRBY', KEYS[7], 'done', acked)
+  redis.call('PEXPIRE', KEYS[7], 7200000)
 end
 -- expire a few finished records on the way (bounded work per call)
 local old = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 20)

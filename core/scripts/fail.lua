@@ -1,11 +1,11 @@
 -- A run failed: schedule a retry, or move the task to the queue's error list.
--- KEYS: 1 tasks, 2 running, 3 errors, 4 delayed, 5 history, 6 stats (this minute),
---       7 ready:high, 8 ready:normal, 9 ready:low, 10 wake
+-- KEYS (shared with ack.lua): 1 tasks, 2 running, 3 done, 4 errors, 5 delayed, 6 history,
+--       7 stats (this minute), 8 ready:high, 9 ready:normal, 10 ready:low, 11 wake
 -- ARGV: 1 worker id, 2 id, 3 attempts (fencing token), 4 task name, 5 error "Type: message",
 --       6 traceback, 7 retry delay ms (-1 = no retry: to the error list), 8 history maxlen
 -- Returns: 'error', 'retry', 'rerun' (an identical enqueue arrived meanwhile: queued again)
 --          or 'refused' (lease lost to another run; nothing changed).
-local ready = {high = KEYS[7], normal = KEYS[8], low = KEYS[9]}
+local ready = {high = KEYS[8], normal = KEYS[9], low = KEYS[10]}
 local worker, id, token, name = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local err, tb, retry, maxlen = ARGV[5], ARGV[6], tonumber(ARGV[7]), ARGV[8]
 local meta, payload = load(KEYS[1], id)
@@ -15,12 +15,12 @@ end
 local now = now_ms()
 local started = meta.started or now
 redis.call('ZREM', KEYS[2], id)
-redis.call('XADD', KEYS[5], 'MAXLEN', '~', maxlen, '*', 'id', id, 'task', name,
+redis.call('XADD', KEYS[6], 'MAXLEN', '~', maxlen, '*', 'id', id, 'task', name,
   'status', retry >= 0 and 'retry' or 'failed', 'worker', worker, 'thread', meta.thread or '',
   'enqueued', meta.enqueued or 0, 'started', started, 'ended', now,
   'runtime_ms', now - started, 'summary', string.sub(err, 1, 200))
-redis.call('HINCRBY', KEYS[6], 'failed', 1)
-redis.call('PEXPIRE', KEYS[6], 7200000)
+redis.call('HINCRBY', KEYS[7], 'failed', 1)
+redis.call('PEXPIRE', KEYS[7], 7200000)
 meta.error, meta.traceback, meta.ended = err, tb, now
 meta.failed_worker, meta.failed_thread = worker, meta.thread
 clear_run(meta)
@@ -28,17 +28,17 @@ if meta.rerun then
   meta.rerun, meta.state, meta.attempts, meta.enqueued = nil, 'queued', 0, now
   save(KEYS[1], id, meta, payload)
   redis.call('RPUSH', ready_list(ready, meta.prio), id)
-  wake(KEYS[10])
+  wake(KEYS[11])
   return 'rerun'
 end
 if retry >= 0 then
   meta.state, meta.due = 'delayed', now + retry
   save(KEYS[1], id, meta, payload)
-  redis.call('ZADD', KEYS[4], now + retry, id)
-  wake(KEYS[10])
+  redis.call('ZADD', KEYS[5], now + retry, id)
+  wake(KEYS[11])
   return 'retry'
 end
 meta.state, meta.failed = 'error', now
 save(KEYS[1], id, meta, payload)
-redis.call('ZADD', KEYS[3], now, id)
+redis.call('ZADD', KEYS[4], now, id)
 return 'error'

@@ -11,6 +11,11 @@ from tests.worker.conftest import wait_for
 from ztq.core.workers import get_worker, send_command
 
 
+def running_on(worker, task_id: str) -> bool:
+    """The task is past its fetch and running on one of the worker's executors."""
+    return any(ex.current and ex.current.lease.id == task_id for ex in worker.executors)
+
+
 def test_pause_and_resume(start_worker) -> None:
     w = start_worker()
     storage = ztq.get_storage()
@@ -63,7 +68,7 @@ def test_kill_a_stuck_task_in_a_thread(start_worker) -> None:
     w = start_worker()
     storage = ztq.get_storage()
     h = t.busy_loop.delay(60)
-    wait_for(lambda: ztq.ping(h) == "running")
+    wait_for(lambda: running_on(w, h.id))
     send_command(storage, w.id, "kill", thread="default-0", task_id=h.id)
     wait_for(lambda: ztq.ping(h) == "error")
     assert h.record().get("error").startswith("Killed")
@@ -73,7 +78,7 @@ def test_process_slot_kill_and_hard_timeout(start_worker, tmp_path) -> None:
     w = start_worker({"slow": 1}, pool="process")
     storage = ztq.get_storage()
     stuck = t.sleepy.enqueue((60,), queue="slow")
-    wait_for(lambda: ztq.ping(stuck) == "running", timeout=20)
+    wait_for(lambda: running_on(w, stuck.id), timeout=20)
     slot_pid = w.executors[0].slot.pid
     send_command(storage, w.id, "kill", thread="slow-0", task_id=stuck.id)
     wait_for(lambda: ztq.ping(stuck) == "error")
