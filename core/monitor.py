@@ -378,7 +378,7 @@ def stream_page(
     limit: int = 50,
     *,
     match: Callable[[dict[str, str]], bool] | None = None,
-    budget: int = 5000,
+    budget: int = 2000,
 ) -> Page:
     """Entries of a stream, newest first, as dicts of its fields plus ``_queue``, ``_id`` and
     ``_at`` (ms). ``which``: ``'history'`` (finished runs of ``queues``, merged), ``'events'``
@@ -461,7 +461,7 @@ def search(
     cursor: str | None = None,
     limit: int = 50,
     *,
-    budget: int = 5000,
+    budget: int = 2000,
 ) -> Page:
     """Records of any state that ``match``, walking each queue's records with HSCAN.
 

@@ -71,8 +71,9 @@ class Scripts:
                 pipe.execute_command("EVALSHA", self.sha[name], len(keys), *keys, *args)
             try:
                 return list(pipe.execute())
-            except (NoScriptError, ResponseError) as exc:
-                if attempt == 2 or "NOSCRIPT" not in str(exc):
+            except ResponseError as exc:  # NoScriptError is one
+                missing = isinstance(exc, NoScriptError) or "NOSCRIPT" in str(exc)
+                if attempt == 2 or not missing:
                     raise
                 self.load_all(client)
         raise AssertionError("unreachable")

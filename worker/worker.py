@@ -126,7 +126,10 @@ class Worker:
         lease_ms = int(self.cfg.lease * 1000)
         for queue, items in held.items():
             for task_id in self.storage.renew(queue, self.id, lease_ms, items):
-                log.warning("lost the lease of %s in %s (expired and handed on?)", task_id, queue)
+                # an executor may have acked it meanwhile: only a task held and unfinished is lost
+                key = (queue, task_id)
+                if any(key in ex.held and key not in ex.settled for ex in self.executors):
+                    log.warning("lost the lease of %s in %s (expired, handed on?)", task_id, queue)
 
     def heartbeat(self) -> None:
         status = (

@@ -271,3 +271,15 @@ def test_arguments_survive_lua_untouched(storage: Storage) -> None:
 
 def test_ping_unknown_is_none(storage: Storage) -> None:
     assert ztq.ping("0" * 32) == "none"
+
+
+def test_scripts_are_reloaded_after_script_flush(storage: Storage) -> None:
+    """What a Redis restart does to the script cache, for single calls and pipelines."""
+    t.add.delay(1, 1)
+    flush = getattr(storage.client, "script_flush")
+    flush()
+    with ztq.transaction():  # a pipeline first
+        t.add.delay(2, 2)
+        t.add.delay(3, 3)
+    flush()
+    assert len(fetch_all(storage)) == 3  # a single call
