@@ -42,10 +42,17 @@ def check_task_id(task_id: str) -> str:
     return task_id
 
 
+# one encoder each, built once: json.dumps with options builds a new encoder per call
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+_CANONICAL = json.JSONEncoder(
+    separators=(",", ":"), ensure_ascii=True, allow_nan=False, sort_keys=True
+)
+
+
 def encode_json(value: Any, what: str) -> str:
     """Compact JSON or a :class:`SerializationError` that says what could not be encoded."""
     try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        return _COMPACT.encode(value)
     except (TypeError, ValueError) as exc:
         raise SerializationError(
             f"{what} cannot be sent as JSON (ztq never pickles): {exc}"
@@ -60,17 +67,13 @@ def task_id_for(queue: str, task: str, args: list[Any], kwargs: dict[str, Any]) 
     (priority, delay, callbacks, ...) are not part of it: the same work with other options is
     the same task.
     """
-    canonical = json.dumps(
-        {"args": args, "kwargs": kwargs, "queue": queue, "task": task},
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=True,
-        allow_nan=False,
-    )
+    canonical = _CANONICAL.encode({"args": args, "kwargs": kwargs, "queue": queue, "task": task})
     return hashlib.md5(canonical.encode("utf-8"), usedforsecurity=False).hexdigest()
 
 
 def _priority(value: Priority | str) -> Priority:
+    if type(value) is Priority:
+        return value
     try:
         return Priority(value)
     except ValueError:
@@ -80,6 +83,8 @@ def _priority(value: Priority | str) -> Priority:
 def _seconds(value: Any, what: str, *, allow_zero: bool = True) -> float | None:
     if value is None:
         return None
+    if type(value) is float and value > 0 and math.isfinite(value):
+        return value
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise InvalidOption(f"{what} must be a number of seconds, not {value!r}")
     if value < 0 or (value == 0 and not allow_zero):
@@ -107,6 +112,7 @@ class TaskCall:
     on_progress: TaskCall | None = None
     timeout: float | None = None
     retries: int = 0
+    _payload: str = field(default="", init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         check_task_name(self.task)
@@ -135,9 +141,9 @@ class TaskCall:
                 raise InvalidOption(
                     f"{name} must be a prepared task (fn.prepare(...)), not {value!r}"
                 )
-        # encode now so that a bad argument fails at the caller, not in a worker
-        encode_json(list(self.args), f"arguments of {self.task}")
-        encode_json(self.kwargs, f"keyword arguments of {self.task}")
+        # encode now so that a bad argument fails at the caller, not in a worker; the text
+        # is kept for payload()
+        object.__setattr__(self, "_payload", self._encode_payload())
 
     def with_options(self, **changes: Any) -> TaskCall:
         """A copy with other options (``TaskCall`` is immutable)."""
@@ -172,11 +178,17 @@ class TaskCall:
         return opts
 
     def payload(self) -> str:
-        data: dict[str, Any] = {"task": self.task, "args": list(self.args), "kwargs": self.kwargs}
+        """The payload JSON stored in Redis (encoded once, when the call was made)."""
+        return self._payload
+
+    def _encode_payload(self) -> str:
+        data: dict[str, Any] = {"task": self.task, "args": list(self.args)}
+        if self.kwargs:  # absent means {} (memory: every queued task carries its payload)
+            data["kwargs"] = self.kwargs
         opts = self.options_dict()
         if opts:
             data["opts"] = opts
-        return encode_json(data, f"task {self.task}")
+        return encode_json(data, f"arguments of {self.task}")
 
     def to_dict(self) -> dict[str, Any]:
         """A callback as stored inside its parent's payload."""

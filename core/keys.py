@@ -46,7 +46,8 @@ class Keys:
         return self._q(queue, "tasks")
 
     def ready(self, queue: str, priority: Priority | str) -> str:
-        return self._q(queue, f"ready:{priority}")
+        level = priority.value if isinstance(priority, Priority) else priority
+        return self._q(queue, f"ready:{level}")
 
     def ready_all(self, queue: str) -> list[str]:
         return [self.ready(queue, p) for p in PRIORITIES]

@@ -9,9 +9,11 @@ scan at most ``budget`` entries per request and say where they stopped.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -218,67 +220,103 @@ def pending_page(storage: Storage, queue: str, offset: int, limit: int) -> Page:
     return Page(rows, nxt, len(rows), total=total)
 
 
-# -- listings merged across queues by score --------------------------------------------------
-def _zset_chunks(
-    storage: Storage, keys: dict[str, str], cursor: ZCursor | None, reverse: bool, chunk: int
-) -> Iterator[list[tuple[str, str, int, ZCursor]]]:
-    """(queue, id, score, cursor after it) in merged order, a chunk per round trip."""
-    cur = cursor
+# -- listings merged across queues ----------------------------------------------------------
+# Each queue's set or stream is read in windows, the windows are merged lazily (k-way), and a
+# queue is read again only when its window is used up: a page costs about one window per
+# queue plus what it shows, however many queues and entries there are.
+def _merged(
+    heads: dict[str, deque[Any]], refill: Callable[[list[str]], None], order: Callable[..., Any]
+) -> Iterator[tuple[str, Any]]:
+    done: set[str] = set()
     while True:
-        skip = cur.skip if cur else 0
-        fetch = chunk + skip
+        empty = [q for q, buf in heads.items() if not buf and q not in done]
+        if empty:
+            refill(empty)
+            done.update(q for q in empty if not heads[q])
+        live = [q for q, buf in heads.items() if buf]
+        if not live:
+            return
+        q = min(live, key=lambda name: order(heads[name][0], name))
+        yield q, heads[q].popleft()
+
+
+def _zset_items(
+    storage: Storage, keys: dict[str, str], cursor: ZCursor | None, reverse: bool, chunk: int
+) -> Iterator[tuple[str, str, int, ZCursor]]:
+    """(queue, id, score, cursor after it) in merged order: score, then queue name, then
+    Redis' order within the queue. ``cursor.skip`` entries at ``cursor.score`` are skipped."""
+    # per queue: the last score read and how many entries with that score were read
+    last: dict[str, list[Any]] = {q: [cursor.score if cursor else None, 0] for q in keys}
+    heads: dict[str, deque[tuple[str, int]]] = {q: deque() for q in keys}
+    extra = [cursor.skip if cursor else 0]
+    finished: set[str] = set()
+
+    def refill(queues: list[str]) -> None:
+        queues = [q for q in queues if q not in finished]
+        want = chunk + extra[0]
+        extra[0] = 0
         with storage.guard():
             pipe = storage.client.pipeline(transaction=False)
-            for key in keys.values():
+            for q in queues:
+                score, seen = last[q]
                 if reverse:
-                    top = cur.score if cur else "+inf"
-                    pipe.zrevrangebyscore(key, top, "-inf", start=0, num=fetch, withscores=True)
+                    top = "+inf" if score is None else score
+                    pipe.zrevrangebyscore(
+                        keys[q], top, "-inf", start=seen, num=want, withscores=True
+                    )
                 else:
-                    low = cur.score if cur else "-inf"
-                    pipe.zrangebyscore(key, low, "+inf", start=0, num=fetch, withscores=True)
-            replies = pipe.execute()
-        merged = []
-        more = False
-        for q, reply in zip(keys, replies, strict=True):
-            more = more or len(reply) >= fetch
-            for idx, (member, score) in enumerate(reply):
-                merged.append((-score if reverse else score, q, idx, member, int(score)))
-        merged.sort()
-        if cur is not None:  # drop the entries at the cursor's score already shown
-            dropped = 0
-            while dropped < cur.skip and dropped < len(merged) and merged[dropped][4] == cur.score:
-                dropped += 1
-            merged = merged[dropped:]
-        out = []
-        for _, q, _, member, score in merged[:chunk]:
-            cur = ZCursor(score, cur.skip + 1 if cur and cur.score == score else 1)
-            out.append((q, member, score, cur))
-        if out:
-            yield out
-        if not out or (not more and len(merged) <= chunk):
-            return
+                    low = "-inf" if score is None else score
+                    pipe.zrangebyscore(keys[q], low, "+inf", start=seen, num=want, withscores=True)
+            replies = pipe.execute() if queues else []
+        for q, reply in zip(queues, replies, strict=True):
+            if len(reply) < want:
+                finished.add(q)
+            for member, raw in reply:
+                score = int(raw)
+                last[q] = [score, last[q][1] + 1] if score == last[q][0] else [score, 1]
+                heads[q].append((member, score))
+
+    def order(head: tuple[str, int], q: str) -> tuple[int, str]:
+        return (-head[1] if reverse else head[1], q)
+
+    items = _merged(heads, refill, order)
+    cur = cursor
+    if cursor is not None:  # entries at the cursor's score that earlier pages showed
+        refill(list(keys))
+        for _ in range(cursor.skip):
+            live = [q for q in keys if heads[q]]
+            best = min(live, key=lambda q: order(heads[q][0], q)) if live else None
+            if best is None or heads[best][0][1] != cursor.score:
+                break
+            heads[best].popleft()
+    for q, (member, score) in items:
+        cur = ZCursor(score, cur.skip + 1 if cur and cur.score == score else 1)
+        yield q, member, score, cur
 
 
 def _collect(
     storage: Storage,
-    chunks: Iterator[list[tuple[str, str, int, Any]]],
+    items: Iterator[tuple[str, str, int, Any]],
     limit: int,
     match: Match | None,
     budget: int,
+    batch: int,
 ) -> Page:
     rows: list[Row] = []
     scanned = 0
-    for items in chunks:
-        recs = fetch_records(storage, [(q, i) for q, i, _, _ in items])
-        for pos, ((q, i, score, after), rec) in enumerate(zip(items, recs, strict=True)):
+    while True:
+        chunk = list(itertools.islice(items, batch))
+        if not chunk:
+            return Page(rows, None, scanned)
+        recs = fetch_records(storage, [(q, i) for q, i, _, _ in chunk])
+        for pos, ((q, i, score, after), rec) in enumerate(zip(chunk, recs, strict=True)):
             scanned += 1
             if match is None or (rec is not None and match(rec)):
                 rows.append(Row(q, i, rec, score=score))
             full, spent = len(rows) >= limit, scanned >= budget
             if full or spent:
-                more = pos + 1 < len(items) or next(chunks, None) is not None
+                more = pos + 1 < len(chunk) or next(items, None) is not None
                 return Page(rows, str(after) if more else None, scanned, spent and not full)
-    return Page(rows, None, scanned)
 
 
 def score_page(
@@ -300,10 +338,10 @@ def score_page(
     key_of = storage.keys.errors if reverse else storage.keys.delayed
     keys = {q: key_of(q) for q in sorted(queues)}
     limit = clamp(limit, high=10_000)
-    chunk = limit + 1 if match is None else 200
+    batch = limit if match is None else 200
     budget = limit if match is None else max(budget, limit)
-    chunks = _zset_chunks(storage, keys, ZCursor.parse(cursor), reverse, chunk)
-    page = _collect(storage, chunks, limit, match, budget)
+    items = _zset_items(storage, keys, ZCursor.parse(cursor), reverse, batch + 1)
+    page = _collect(storage, items, limit, match, budget, batch)
     with storage.guard():
         pipe = storage.client.pipeline(transaction=False)
         for key in keys.values():
@@ -340,34 +378,38 @@ def _sid(entry_id: str) -> tuple[int, int]:
     return int(ms), int(seq or 0)
 
 
-def _stream_chunks(
+def _stream_items(
     storage: Storage, keys: dict[str, str], cursor: SCursor | None, chunk: int
-) -> Iterator[list[tuple[str, str, dict[str, str], SCursor]]]:
-    """(queue, entry id, fields, cursor after it), newest first, merged across streams."""
-    cur = cursor
-    while True:
+) -> Iterator[tuple[str, str, dict[str, str], SCursor]]:
+    """(queue, entry id, fields, cursor after it), newest first, then by queue name."""
+    # the first entry each stream may give next: after the cursor in the merged order
+    top = {
+        q: "+" if cursor is None else (cursor.id if q > cursor.queue else f"({cursor.id}")
+        for q in keys
+    }
+    heads: dict[str, deque[tuple[str, dict[str, str]]]] = {q: deque() for q in keys}
+    finished: set[str] = set()
+
+    def refill(queues: list[str]) -> None:
+        queues = [q for q in queues if q not in finished]
         with storage.guard():
             pipe = storage.client.pipeline(transaction=False)
-            for q, key in keys.items():
-                top = "+" if cur is None else (cur.id if q > cur.queue else f"({cur.id}")
-                pipe.xrevrange(key, max=top, min="-", count=chunk)
-            replies = pipe.execute()
-        merged = []
-        more = False
-        for q, reply in zip(keys, replies, strict=True):
-            more = more or len(reply) >= chunk
-            for entry_id, fields in reply:
-                ms, seq = _sid(entry_id)
-                merged.append((-ms, -seq, q, entry_id, fields))
-        merged.sort(key=lambda m: (m[0], m[1], m[2]))
-        out = []
-        for *_, q, entry_id, fields in merged[:chunk]:
-            cur = SCursor(entry_id, q)
-            out.append((q, entry_id, fields, cur))
-        if out:
-            yield out
-        if not out or (not more and len(merged) <= chunk):
-            return
+            for q in queues:
+                pipe.xrevrange(keys[q], max=top[q], min="-", count=chunk)
+            replies = pipe.execute() if queues else []
+        for q, reply in zip(queues, replies, strict=True):
+            if len(reply) < chunk:
+                finished.add(q)
+            if reply:
+                top[q] = "(" + reply[-1][0]
+            heads[q].extend(reply)
+
+    def order(head: tuple[str, dict[str, str]], q: str) -> tuple[int, int, str]:
+        ms, seq = _sid(head[0])
+        return (-ms, -seq, q)
+
+    for q, (entry_id, fields) in _merged(heads, refill, order):
+        yield q, entry_id, fields, SCursor(entry_id, q)
 
 
 def stream_page(
@@ -390,20 +432,19 @@ def stream_page(
     else:
         keys = {"": k.events if which == "events" else k.audit}
     limit = clamp(limit)
-    chunk = limit + 1 if match is None else 200
     budget = limit if match is None else max(budget, limit)
+    chunk = limit + 1 if match is None else 200
     rows: list[dict[str, Any]] = []
     scanned = 0
-    chunks = _stream_chunks(storage, keys, SCursor.parse(cursor), chunk)
-    for items in chunks:
-        for pos, (q, entry_id, fields, after) in enumerate(items):
-            scanned += 1
-            if match is None or match(fields):
-                rows.append({**fields, "_queue": q, "_id": entry_id, "_at": _sid(entry_id)[0]})
-            full, spent = len(rows) >= limit, scanned >= budget
-            if full or spent:
-                more = pos + 1 < len(items) or next(chunks, None) is not None
-                return Page(rows, str(after) if more else None, scanned, spent and not full)
+    items = _stream_items(storage, keys, SCursor.parse(cursor), chunk)
+    for q, entry_id, fields, after in items:
+        scanned += 1
+        if match is None or match(fields):
+            rows.append({**fields, "_queue": q, "_id": entry_id, "_at": _sid(entry_id)[0]})
+        full, spent = len(rows) >= limit, scanned >= budget
+        if full or spent:
+            more = next(items, None) is not None
+            return Page(rows, str(after) if more else None, scanned, spent and not full)
     return Page(rows, None, scanned)
 
 

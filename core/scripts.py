@@ -45,6 +45,7 @@ class Scripts:
     def __init__(self) -> None:
         lib = _read("_lib")
         self.source = {name: lib + "\n" + _read(name) for name in NAMES}
+        self._loaded: set[int] = set()  # clients known to have the scripts (until NOSCRIPT)
         self.sha = {
             name: hashlib.sha1(src.encode("utf-8")).hexdigest() for name, src in self.source.items()
         }
@@ -52,6 +53,7 @@ class Scripts:
     def load_all(self, client: Any) -> None:
         for src in self.source.values():
             client.script_load(src)
+        self._loaded.add(id(client))
 
     def call(self, client: Any, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
         """Run one script on ``client`` (a Redis or RedisCluster)."""
@@ -65,6 +67,8 @@ class Scripts:
         """Run several scripts in one round trip (a pipeline without MULTI)."""
         if not ops:
             return []
+        if id(client) not in self._loaded:  # a first big batch would fail whole on NOSCRIPT
+            self.load_all(client)
         for attempt in (1, 2):
             pipe = client.pipeline(transaction=False)
             for name, keys, args in ops:

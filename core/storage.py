@@ -71,6 +71,7 @@ class Storage:
         self.url = url
         self.is_cluster = isinstance(client, redis.RedisCluster)
         self._known_queues: set[str] = set()
+        self._enqueue_keys: dict[str, list[str]] = {}  # the hot path builds them once per queue
 
     def __repr__(self) -> str:
         return f"<Storage {safe_url(self.url)} prefix={self.keys.prefix!r}>"
@@ -149,17 +150,21 @@ class Storage:
         cron_name: str = "",
         cron_tick_ms: int = 0,
     ) -> Op:
-        k = self.keys
-        keys = [
-            k.tasks(queue),
-            *k.ready_all(queue),
-            k.delayed(queue),
-            k.errors(queue),
-            k.done(queue),
-            k.wake(queue),
-            k.cronlast(queue),
-        ]
-        args = [task_id, payload, str(priority), max(0, int(delay_ms)), int(first)]
+        keys = self._enqueue_keys.get(queue)
+        if keys is None:
+            k = self.keys
+            keys = [
+                k.tasks(queue),
+                *k.ready_all(queue),
+                k.delayed(queue),
+                k.errors(queue),
+                k.done(queue),
+                k.wake(queue),
+                k.cronlast(queue),
+            ]
+            self._enqueue_keys[queue] = keys
+        level = priority.value if isinstance(priority, Priority) else priority
+        args = [task_id, payload, level, max(0, int(delay_ms)), int(first)]
         return ("enqueue", keys, [*args, cron_name, int(cron_tick_ms)])
 
     # -- worker side -------------------------------------------------------------------------
