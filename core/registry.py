@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 from collections.abc import Callable
 from typing import Any, Generic, ParamSpec, TypeVar, overload
@@ -48,6 +49,11 @@ class TaskFunction(Generic[P, R]):
         self.batch_size = batch_size
         self.on_batch = on_batch
         functools.update_wrapper(self, fn)  # type: ignore[arg-type]
+
+    @functools.cached_property
+    def signature(self) -> inspect.Signature:
+        """The function's signature, computed once: workers check arguments with it."""
+        return inspect.signature(self.fn)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.fn(*args, **kwargs)

@@ -6,7 +6,6 @@ Nothing here talks to Redis except through the task's own reports (``worker.cont
 from __future__ import annotations
 
 import ctypes
-import inspect
 import json
 import threading
 import traceback as tb
@@ -76,7 +75,7 @@ def prepare(payload_text: str) -> tuple[Any, list[Any], dict[str, Any], dict[str
         return _failure(name, exc, permanent=True)
     args, kwargs = payload.get("args", []), payload.get("kwargs", {})
     try:
-        inspect.signature(tf.fn).bind(*args, **kwargs)
+        tf.signature.bind(*args, **kwargs)
     except TypeError as exc:
         return _failure(
             name,
