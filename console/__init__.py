@@ -1,1 +1,55 @@
-"""ztq.console."""
+"""ztq.console: the Pyramid monitoring console (``pserve app.ini``, ``ztq.console:main``).
+
+Operators see workers, queues, errors, history and logs, and redo or delete tasks; every
+read and write goes through ``ztq.core``. Templates live in ``templates/`` and assets in
+``static/`` next to this package (``ztq.templates`` / ``ztq.static`` in a wheel).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pyramid.config import Configurator
+
+from ztq.console.config import load
+
+# ztq.console.__file__: the repo root in an editable install, site-packages/ztq in a wheel
+ROOT = Path(__file__).resolve().parent.parent
+TEMPLATES = ROOT / "templates"
+STATIC = ROOT / "static"
+
+
+def main(global_config: dict[str, Any] | None = None, **settings: Any) -> Any:
+    """The WSGI app (``paste.app_factory``); raises ``ConfigError`` on unusable settings."""
+    console = load(settings)
+    settings = {
+        **settings,
+        "jinja2.undefined": "strict",
+        "jinja2.autoescape": "true",
+        "jinja2.trim_blocks": "true",
+        "jinja2.lstrip_blocks": "true",
+        "jinja2.filters": "\n".join(
+            f"{name} = ztq.console.fmt:{name}"
+            for name in (
+                "ts",
+                "ago",
+                "duration",
+                "size",
+                "number",
+                "brief",
+                "call",
+                "pretty",
+                "progress",
+            )
+        ),
+        "jinja2.globals": "chart = ztq.console.fmt:chart",
+    }
+    with Configurator(settings=settings) as config:
+        config.registry.ztq_settings = console
+        config.include(".rendering")
+        config.include(".redis")
+        config.include(".security")
+        config.include(".routes")
+        config.scan(".views")
+    return config.make_wsgi_app()

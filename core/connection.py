@@ -24,6 +24,7 @@ from ztq.core.storage import Storage
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
 ENV_URL = "ZTQ_REDIS_URL"
 ENV_PREFIX = "ZTQ_PREFIX"
+SOCKET_TIMEOUT = 10.0
 
 _lock = threading.Lock()
 _storages: dict[str, Storage] = {}
@@ -41,6 +42,9 @@ def make_client(url: str, *, cluster: bool | None = None, **options: Any) -> Any
     common: dict[str, Any] = {
         "decode_responses": True,
         "socket_connect_timeout": 2.0,
+        # explicit: redis-py 8 otherwise cuts blocking reads (BLPOP) short; every blocking
+        # wait of ztq is shorter than this (Storage.MAX_BLOCK)
+        "socket_timeout": SOCKET_TIMEOUT,
         "socket_keepalive": True,
         "health_check_interval": 30,
         "retry": Retry(ExponentialBackoff(cap=0.5, base=0.05), 3),

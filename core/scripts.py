@@ -30,6 +30,7 @@ NAMES = (
     "forget",
     "command",
     "release",
+    "pause",
 )
 
 Op = tuple[str, Sequence[str], Sequence[Any]]  # (script name, keys, args)

@@ -28,6 +28,7 @@ from ztq.core.states import Priority
 
 DEFAULT_RESULT_TTL_MS = 3_600_000
 DEFAULT_HISTORY_MAXLEN = 10_000
+MAX_BLOCK = 8.0  # seconds: blocking reads stay below the client's socket timeout (10 s)
 
 
 def safe_url(url: str) -> str:
@@ -116,12 +117,14 @@ class Storage:
         self._known_queues.discard(queue)
 
     def pause(self, queue: str) -> None:
-        with self.guard():
-            self.client.set(self.keys.paused(check_queue(queue)), "1")
+        """Workers stop taking tasks of this queue (running ones finish)."""
+        check_queue(queue)
+        self.call("pause", [self.keys.paused(queue), self.keys.wake(queue)], ["1"])
 
     def resume(self, queue: str) -> None:
-        with self.guard():
-            self.client.delete(self.keys.paused(check_queue(queue)))
+        """Workers take tasks of this queue again, woken at once."""
+        check_queue(queue)
+        self.call("pause", [self.keys.paused(queue), self.keys.wake(queue)], ["0"])
 
     def is_paused(self, queue: str) -> bool:
         with self.guard():
@@ -323,8 +326,9 @@ class Storage:
         keys = [self.keys.wake(q) for q in queues]
         if self.is_cluster:
             keys = keys[:1]
+        timeout = min(max(timeout, 0.001), MAX_BLOCK)
         with self.guard():
-            return self.client.blpop(keys, timeout=max(timeout, 0.001)) is not None
+            return self.client.blpop(keys, timeout=timeout) is not None
 
     # -- operator moves ----------------------------------------------------------------------
     def requeue(self, queue: str, state: str, ids: Sequence[str] = (), *, oldest: int = 0) -> int:

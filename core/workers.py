@@ -124,7 +124,7 @@ def take_commands(storage: Storage, worker_id: str, timeout: float = 0.0) -> lis
     key = storage.keys.worker_cmd(worker_id)
     with storage.guard():
         if timeout > 0:
-            first = storage.client.blpop([key], timeout=timeout)
+            first = storage.client.blpop([key], timeout=min(timeout, 8.0))
             if first is None:
                 return []
             raw = [first[1]]

@@ -276,7 +276,7 @@ def test_ping_unknown_is_none(storage: Storage) -> None:
 def test_scripts_are_reloaded_after_script_flush(storage: Storage) -> None:
     """What a Redis restart does to the script cache, for single calls and pipelines."""
     t.add.delay(1, 1)
-    flush = getattr(storage.client, "script_flush")
+    flush = storage.client.script_flush
     flush()
     with ztq.transaction():  # a pipeline first
         t.add.delay(2, 2)

@@ -1,0 +1,169 @@
+"""What the pages and the JSON API show of workers and tasks, built from ``ztq.core`` reads.
+
+The same dicts feed the templates and ``/api/...``, so the two never disagree.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from ztq.core import monitor
+from ztq.core.record import TaskRecord
+from ztq.core.storage import Storage
+from ztq.core.workers import WorkerInfo, list_workers
+
+ARG_LIMIT = 160  # characters of arguments shown on list pages
+API_TEXT_LIMIT = 65536  # characters of arguments / traceback in API answers
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _progress(rec: TaskRecord | None) -> Any:
+    if rec is None:
+        return None
+    try:
+        return rec.progress
+    except ValueError:
+        return rec.get("progress")
+
+
+def worker_view(info: WorkerInfo, records: dict[tuple[str, str], TaskRecord | None]) -> dict:
+    d = info.data
+    now = info.now
+    threads = []
+    current = d.get("current") if isinstance(d.get("current"), dict) else {}
+    for name, cur in sorted(current.items()):
+        if not isinstance(cur, dict):
+            continue
+        started = _num(cur.get("started"))
+        rec = records.get((str(cur.get("queue", "")), str(cur.get("id", ""))))
+        threads.append(
+            {
+                "thread": str(name),
+                "id": str(cur.get("id", "")),
+                "queue": str(cur.get("queue", "")),
+                "task": str(cur.get("task", "")),
+                "started": int(started * 1000) if started else None,
+                "runtime_ms": int((now - started) * 1000) if started else None,
+                "progress": _progress(rec),
+                "comment": str(cur.get("comment") or (rec.get("comment") if rec else "") or ""),
+            }
+        )
+    started = _num(d.get("started"))
+    per_queue = d.get("threads") if isinstance(d.get("threads"), dict) else {}
+    return {
+        "id": info.id,
+        "name": str(d.get("name") or info.id),
+        "status": info.status,
+        "host": str(d.get("host", "")),
+        "ip": str(d.get("ip", "")),
+        "pid": d.get("pid"),
+        "cpu_percent": _num(d.get("cpu_percent")),
+        "mem_percent": _num(d.get("mem_percent")),
+        "mem_total": _num(d.get("mem_total")),
+        "rss": _num(d.get("rss")),
+        "started": int(started * 1000) if started else None,
+        "reported": int(info.reported * 1000) if info.reported else None,
+        "report_age_ms": int(info.age * 1000),
+        "pool": d.get("pool") if isinstance(d.get("pool"), list) else [],
+        "threads": {str(q): n for q, n in per_queue.items() if isinstance(n, int)},
+        "config_editable": bool(d.get("config_editable")),
+        "done": d.get("done") if isinstance(d.get("done"), int) else None,
+        "failed": d.get("failed") if isinstance(d.get("failed"), int) else None,
+        "current": threads,
+    }
+
+
+def workers(storage: Storage, lost_after: float) -> list[dict]:
+    """Every worker with its threads' current tasks and their progress (2 round trips)."""
+    infos = list_workers(storage, lost_after)
+    wanted: list[tuple[str, str]] = []
+    for info in infos:
+        current = info.data.get("current")
+        if isinstance(current, dict):
+            for cur in current.values():
+                if isinstance(cur, dict) and cur.get("queue") and cur.get("id"):
+                    wanted.append((str(cur["queue"]), str(cur["id"])))
+    wanted = [(q, i) for q, i in wanted if _valid_pair(q, i)]
+    recs = dict(zip(wanted, monitor.fetch_records(storage, wanted), strict=True))
+    return [worker_view(info, recs) for info in infos]
+
+
+def _valid_pair(queue: str, task_id: str) -> bool:
+    from ztq.console.web import valid_queue, valid_task_id
+
+    return valid_queue(queue) and valid_task_id(task_id)
+
+
+def threads_by_queue(workers_: list[dict]) -> dict[str, int]:
+    """Threads serving each queue, counting workers that are not lost."""
+    out: dict[str, int] = {}
+    for w in workers_:
+        if w["status"] == "lost":
+            continue
+        for q, n in w["threads"].items():
+            out[q] = out.get(q, 0) + n
+    return out
+
+
+def _cut(text: str, limit: int) -> tuple[str, bool]:
+    return (text, False) if len(text) <= limit else (text[:limit], True)
+
+
+def task_dict(rec: TaskRecord, *, full: bool = False) -> dict[str, Any]:
+    """A task record for the API; ``full`` adds arguments, traceback and result (capped)."""
+    meta = rec.meta
+    out: dict[str, Any] = {
+        "id": rec.id,
+        "queue": rec.queue,
+        "task": rec.task,
+        "state": rec.state.value,
+        "priority": rec.priority,
+    }
+    for key in ("enqueued", "due", "started", "ended", "failed", "attempts", "lost", "redone"):
+        if meta.get(key) is not None:
+            out[key] = meta[key]
+    for key in ("worker", "thread", "failed_worker", "error", "comment"):
+        if meta.get(key):
+            out[key] = str(meta[key])
+    if meta.get("progress") is not None:
+        out["progress"] = _progress(rec)
+    if rec.payload_error:
+        out["payload_error"] = rec.payload_error
+    if full:
+        if len(rec.payload_text) > API_TEXT_LIMIT:
+            out["payload_truncated"] = rec.payload_text[:API_TEXT_LIMIT]
+        else:
+            out["args"] = rec.args
+            out["kwargs"] = rec.kwargs
+        out["options"] = rec.options
+        if meta.get("traceback"):
+            out["traceback"], out["traceback_truncated"] = _cut(
+                str(meta["traceback"]), API_TEXT_LIMIT
+            )
+        if meta.get("result"):
+            out["result"], _ = _cut(str(meta["result"]), API_TEXT_LIMIT)
+    else:
+        preview = json.dumps([rec.payload.get("args", []), rec.payload.get("kwargs", {})])
+        out["call"], out["call_truncated"] = _cut(preview, ARG_LIMIT)
+    return out
+
+
+def row_dict(row: monitor.Row, score_name: str = "") -> dict[str, Any]:
+    if row.record is None:
+        out: dict[str, Any] = {"id": row.id, "queue": row.queue, "state": "none"}
+    else:
+        out = task_dict(row.record)
+    if score_name and row.score is not None:
+        out[score_name] = row.score
+    if row.position is not None:
+        out["position"] = row.position
+    return out
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)

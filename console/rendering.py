@@ -1,0 +1,60 @@
+"""Templates (Jinja2, autoescaped, strict about undefined names), static assets, language.
+
+Templates are found in ``templates/`` and assets in ``static/`` next to the package; both
+are served by Pyramid, nothing comes from a CDN. Every template gets ``_`` (translate),
+``lang``, ``user``, ``can_operate``, ``csrf_token``, ``asset(name)`` and ``query(**changes)``
+(the current query string with some parameters changed).
+"""
+
+from __future__ import annotations
+
+import time
+
+from pyramid.config import Configurator
+from pyramid.csrf import get_csrf_token
+from pyramid.events import BeforeRender
+from pyramid.security import NO_PERMISSION_REQUIRED
+
+from ztq.console import STATIC, TEMPLATES
+from ztq.console.i18n import LANGS, negotiate, request_translator
+from ztq.console.web import query
+from ztq.core.storage import safe_url
+
+NAV = (
+    ("workers", "Workers"),
+    ("queues", "Queues"),
+    ("errors", "Errors"),
+    ("running", "Running"),
+    ("scheduled", "Scheduled"),
+    ("history", "History"),
+    ("events", "Worker log"),
+    ("audit", "Audit"),
+)
+
+
+def _globals(event: BeforeRender) -> None:
+    request = event["request"]
+    if request is None:
+        return
+    event.setdefault("_", request.t)
+    event.setdefault("lang", request.lang)
+    event.setdefault("langs", LANGS)
+    event.setdefault("user", request.user)
+    event.setdefault("can_operate", request.can_operate)
+    event.setdefault("csrf_token", get_csrf_token(request))
+    event.setdefault("nav", NAV)
+    event.setdefault("now_ms", int(time.time() * 1000))
+    event.setdefault("asset", lambda name: request.static_path(str(STATIC / name)))
+    event.setdefault("storage_url", safe_url(request.registry.ztq_storage.url))
+    event.setdefault("query", lambda **changes: query(request, **changes))
+
+
+def includeme(config: Configurator) -> None:
+    config.include("pyramid_jinja2")
+    config.add_jinja2_search_path(str(TEMPLATES), name=".jinja2")
+    config.add_static_view(
+        "static", str(STATIC), cache_max_age=3600, permission=NO_PERMISSION_REQUIRED
+    )
+    config.add_request_method(negotiate, "lang", reify=True)
+    config.add_request_method(request_translator, "t", reify=True)
+    config.add_subscriber(_globals, BeforeRender)

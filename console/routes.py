@@ -1,0 +1,55 @@
+"""Every URL of the console. Pages are GET; every state change is a POST with a CSRF token
+(``POST /workers`` commands a worker, ``POST /tasks`` acts on tasks, ``POST /bulk`` runs one
+step of a bulk action).
+
+The public routes (no login) are ``login``, ``lang`` and the static assets; everything else
+needs a signed-in user (``tests/console/test_security.py`` walks this table to check it).
+"""
+
+from __future__ import annotations
+
+from pyramid.config import Configurator
+
+PUBLIC = ("login", "lang", "__static/")
+
+ROUTES = (
+    ("home", "/"),
+    ("login", "/login"),
+    ("logout", "/logout"),
+    ("lang", "/lang"),
+    # workers
+    ("workers", "/workers"),
+    ("worker", "/workers/{id}"),
+    # queues and tasks
+    ("queues", "/queues"),
+    ("queue", "/queues/{name}"),
+    ("queue_state", "/queues/{name}/state"),
+    ("bulk", "/bulk"),
+    ("tasks", "/tasks"),
+    ("task", "/tasks/{id}"),
+    ("search", "/search"),
+    ("errors", "/errors"),
+    ("error_groups", "/errors/groups"),
+    ("running", "/running"),
+    ("scheduled", "/scheduled"),
+    ("cron_run", "/cron/run"),
+    # logs
+    ("history", "/history"),
+    ("events", "/log"),
+    ("audit", "/audit"),
+    # machine-readable
+    ("api_workers", "/api/workers"),
+    ("api_queues", "/api/queues"),
+    ("api_errors", "/api/errors"),
+    ("api_history", "/api/history"),
+    ("api_running", "/api/running"),
+    ("api_scheduled", "/api/scheduled"),
+    ("api_log", "/api/log"),
+    ("api_task", "/api/tasks/{id}"),
+    ("metrics", "/metrics"),
+)
+
+
+def includeme(config: Configurator) -> None:
+    for name, pattern in ROUTES:
+        config.add_route(name, pattern)

@@ -1,0 +1,224 @@
+"""The same data as JSON under ``/api/...``, and Prometheus metrics at ``/metrics``.
+
+GET only; a session or HTTP Basic credentials of a console user (any role). Lists take the
+same filters and ``cursor`` as the pages and answer ``{"items": [...], "next": cursor}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyramid.response import Response
+from pyramid.view import view_config
+
+from ztq.console import models
+from ztq.console.views.errors import errors_query
+from ztq.console.views.logs import STATUSES
+from ztq.console.views.queues import overview
+from ztq.console.web import (
+    choice_param,
+    fields_matcher,
+    known_queues,
+    not_found,
+    page_size,
+    queue_filter,
+    text_param,
+    valid_task_id,
+)
+from ztq.core import monitor
+
+
+def _page(page: monitor.Page, items: list[Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"items": items, "next": page.next, "scanned": page.scanned}
+    if page.total is not None:
+        out["total"] = page.total
+    if page.partial:
+        out["partial"] = True
+    return out
+
+
+def _cursor(request: Any) -> str | None:
+    return text_param(request, "cursor", 120) or None
+
+
+@view_config(route_name="api_workers", request_method="GET", renderer="json")
+def api_workers(request: Any) -> dict[str, Any]:
+    lost_after = request.registry.ztq_settings.lost_after
+    return {"items": models.workers(request.storage, lost_after)}
+
+
+@view_config(route_name="api_queues", request_method="GET", renderer="json")
+def api_queues(request: Any) -> dict[str, Any]:
+    items = overview(request)
+    for q in items:
+        q["throughput"] = [
+            {"minute": m * 60, "done": d, "failed": f} for m, d, f in q["throughput"]
+        ]
+    return {"items": items}
+
+
+@view_config(route_name="api_errors", request_method="GET", renderer="json")
+def api_errors(request: Any) -> dict[str, Any]:
+    _, queues, match = errors_query(request)
+    page = monitor.score_page(
+        request.storage, "errors", queues, _cursor(request), page_size(request), match=match
+    )
+    return _page(page, [models.row_dict(r, "failed_at") for r in page.rows])
+
+
+@view_config(route_name="api_history", request_method="GET", renderer="json")
+def api_history(request: Any) -> dict[str, Any]:
+    _, queues = queue_filter(request)
+    match = fields_matcher(
+        task=text_param(request, "task"),
+        status=choice_param(request, "status", STATUSES),
+        worker=text_param(request, "worker"),
+    )
+    page = monitor.stream_page(
+        request.storage, "history", queues, _cursor(request), page_size(request), match=match
+    )
+    items = [
+        {"queue": e.pop("_queue"), "entry": e.pop("_id"), "at": e.pop("_at"), **e}
+        for e in page.rows
+    ]
+    return _page(page, items)
+
+
+@view_config(route_name="api_log", request_method="GET", renderer="json")
+def api_log(request: Any) -> dict[str, Any]:
+    match = fields_matcher(worker=text_param(request, "worker"), kind=text_param(request, "kind"))
+    page = monitor.stream_page(
+        request.storage, "events", cursor=_cursor(request), limit=page_size(request), match=match
+    )
+    items = [{"entry": e.pop("_id"), "at": e.pop("_at"), **e} for e in page.rows]
+    for e in items:
+        e.pop("_queue", None)
+    return _page(page, items)
+
+
+@view_config(route_name="api_running", request_method="GET", renderer="json")
+def api_running(request: Any) -> dict[str, Any]:
+    _, queues = queue_filter(request)
+    rows = monitor.running_tasks(request.storage, queues)
+    return {"items": [models.row_dict(r, "lease_until") for r in rows]}
+
+
+@view_config(route_name="api_scheduled", request_method="GET", renderer="json")
+def api_scheduled(request: Any) -> dict[str, Any]:
+    _, queues = queue_filter(request)
+    page = monitor.score_page(
+        request.storage, "delayed", queues, _cursor(request), page_size(request)
+    )
+    out = _page(page, [models.row_dict(r, "due") for r in page.rows])
+    out["cron"] = monitor.cron_table(request.storage)
+    return out
+
+
+@view_config(route_name="api_task", request_method="GET", renderer="json")
+def api_task(request: Any) -> dict[str, Any]:
+    task_id = request.matchdict["id"]
+    queue = text_param(request, "queue", 64)
+    if not valid_task_id(task_id):
+        raise not_found(f"no task with id {task_id!r}")
+    found = monitor.find_task(request.storage, task_id, queue or None)
+    if not found:
+        raise not_found(f"no task with id {task_id!r}")
+    items = [models.task_dict(r, full=True) for r in found]
+    return items[0] if len(items) == 1 else {"items": items}
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+@view_config(route_name="metrics", request_method="GET")
+def metrics(request: Any) -> Response:
+    """Gauges in the Prometheus text format (version 0.0.4)."""
+    queues = overview(request, known_queues(request))
+    workers = models.workers(request.storage, request.registry.ztq_settings.lost_after)
+    out: list[str] = []
+
+    def family(name: str, kind: str, text: str, samples: list[tuple[dict[str, str], Any]]) -> None:
+        out.append(f"# HELP {name} {text}")
+        out.append(f"# TYPE {name} {kind}")
+        for labels, value in samples:
+            inner = ",".join(f'{k}="{_label(str(v))}"' for k, v in labels.items())
+            out.append(f"{name}{{{inner}}} {value}" if inner else f"{name} {value}")
+
+    family(
+        "ztq_queue_ready",
+        "gauge",
+        "Tasks ready to run.",
+        [({"queue": q["name"], "priority": p}, n) for q in queues for p, n in q["ready"].items()],
+    )
+    for key, text in (
+        ("delayed", "Tasks waiting for their due time (retries included)."),
+        ("running", "Tasks leased by a worker."),
+        ("errors", "Tasks in the error queue."),
+        ("threads", "Worker threads serving the queue."),
+    ):
+        family(f"ztq_queue_{key}", "gauge", text, [({"queue": q["name"]}, q[key]) for q in queues])
+    family(
+        "ztq_queue_paused",
+        "gauge",
+        "1 while the queue is paused.",
+        [({"queue": q["name"]}, int(q["paused"])) for q in queues],
+    )
+    family(
+        "ztq_queue_oldest_ready_seconds",
+        "gauge",
+        "Age of the task at the head of ready.",
+        [({"queue": q["name"]}, round((q["head_age_ms"] or 0) / 1000, 3)) for q in queues],
+    )
+    family(
+        "ztq_queue_done_last_hour",
+        "gauge",
+        "Runs that succeeded in the last 60 minutes.",
+        [({"queue": q["name"]}, q["done_hour"]) for q in queues],
+    )
+    family(
+        "ztq_queue_failed_last_hour",
+        "gauge",
+        "Runs that failed in the last 60 minutes.",
+        [({"queue": q["name"]}, q["failed_hour"]) for q in queues],
+    )
+    statuses: dict[str, int] = {}
+    for w in workers:
+        statuses[w["status"]] = statuses.get(w["status"], 0) + 1
+    family(
+        "ztq_workers",
+        "gauge",
+        "Known workers by status.",
+        [({"status": s}, n) for s, n in sorted(statuses.items())],
+    )
+    family(
+        "ztq_worker_heartbeat_age_seconds",
+        "gauge",
+        "Seconds since the last heartbeat.",
+        [({"worker": w["id"]}, round(w["report_age_ms"] / 1000, 3)) for w in workers],
+    )
+    family(
+        "ztq_worker_cpu_percent",
+        "gauge",
+        "CPU use of the worker process.",
+        [({"worker": w["id"]}, w["cpu_percent"]) for w in workers if w["cpu_percent"] is not None],
+    )
+    family(
+        "ztq_worker_rss_bytes",
+        "gauge",
+        "Resident memory of the worker and its children.",
+        [({"worker": w["id"]}, int(w["rss"])) for w in workers if w["rss"] is not None],
+    )
+    family(
+        "ztq_worker_busy_threads",
+        "gauge",
+        "Threads running a task now.",
+        [({"worker": w["id"]}, len(w["current"])) for w in workers],
+    )
+    body = "\n".join(out) + "\n"
+    return Response(
+        body,
+        content_type="text/plain",
+        charset="utf-8",
+        headerlist=[("Content-Type", "text/plain; version=0.0.4; charset=utf-8")],
+    )

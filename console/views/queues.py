@@ -1,0 +1,104 @@
+"""Queues (工作队列): counts, age, errors and throughput per queue; a queue's pending tasks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyramid.view import view_config
+
+from ztq.console import models
+from ztq.console.security import OPERATE
+from ztq.console.web import (
+    audit,
+    back,
+    flash,
+    int_param,
+    known_queues,
+    not_found,
+    page_size,
+    valid_queue,
+)
+from ztq.core import monitor
+
+
+def overview(request: Any, queues: list[str] | None = None) -> list[dict[str, Any]]:
+    """Stats of the queues with the threads serving each (shared with the JSON API)."""
+    storage = request.storage
+    stats = monitor.queue_stats(storage, queues if queues is not None else known_queues(request))
+    serving = models.threads_by_queue(
+        models.workers(storage, request.registry.ztq_settings.lost_after)
+    )
+    now = models.now_ms()
+    out = []
+    for s in stats:
+        out.append(
+            {
+                "name": s.name,
+                "ready": s.ready,
+                "pending": s.pending,
+                "delayed": s.delayed,
+                "running": s.running,
+                "errors": s.errors,
+                "paused": s.paused,
+                "threads": serving.get(s.name, 0),
+                "head_age_ms": now - s.head_enqueued if s.head_enqueued else None,
+                "first_error": s.first_error,
+                "last_error": s.last_error,
+                "throughput": s.throughput,
+                "done_hour": sum(d for _, d, _ in s.throughput),
+                "failed_hour": sum(f for _, _, f in s.throughput),
+            }
+        )
+    return out
+
+
+def _queue_or_404(request: Any) -> str:
+    name = request.matchdict["name"]
+    if not valid_queue(name) or not monitor.queue_exists(request.storage, name):
+        raise not_found(request.t("No queue named {name}.", name=name))
+    return str(name)
+
+
+@view_config(route_name="queues", request_method="GET", renderer="queues.jinja2")
+def queues_page(request: Any) -> dict[str, Any]:
+    queues = overview(request)
+    totals = {
+        key: sum(q[key] for q in queues)
+        for key in (
+            "pending",
+            "delayed",
+            "running",
+            "errors",
+            "threads",
+            "done_hour",
+            "failed_hour",
+        )
+    }
+    return {"queues": queues, "totals": totals}
+
+
+@view_config(route_name="queue", request_method="GET", renderer="queue.jinja2")
+def queue_page(request: Any) -> dict[str, Any]:
+    name = _queue_or_404(request)
+    [q] = overview(request, [name])
+    limit = page_size(request)
+    start = int_param(request, "start", 0, 0, 10**12)
+    page = monitor.pending_page(request.storage, name, start, limit)
+    return {"q": q, "page": page, "start": start, "limit": limit}
+
+
+@view_config(route_name="queue_state", request_method="POST", permission=OPERATE)
+def queue_state(request: Any) -> Any:
+    name = _queue_or_404(request)
+    action = request.POST.get("action")
+    if action == "pause":
+        request.storage.pause(name)
+        flash(request, request.t("Paused {name}: workers take no new tasks from it.", name=name))
+    elif action == "resume":
+        request.storage.resume(name)
+        flash(request, request.t("Resumed {name}.", name=name))
+    else:
+        flash(request, request.t("Unknown command."), "error")
+        return back(request, request.route_path("queue", name=name))
+    audit(request, f"{action} queue", queue=name)
+    return back(request, request.route_path("queue", name=name))

@@ -1,0 +1,104 @@
+"""Workers (工作状态): who is running, on which host, doing what; commands to them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyramid.view import view_config
+
+from ztq.console import models
+from ztq.console.security import OPERATE
+from ztq.console.web import audit, back, fields_matcher, flash, not_found, valid_queue
+from ztq.core import monitor
+from ztq.core.workers import COMMANDS, forget_worker, get_worker, send_command
+
+STATUS_ORDER = {"running": 0, "paused": 1, "stopping": 2, "stopped": 3, "lost": 4}
+
+
+def _lost_after(request: Any) -> float:
+    return float(request.registry.ztq_settings.lost_after)
+
+
+@view_config(route_name="workers", request_method="GET", renderer="workers.jinja2")
+def workers_page(request: Any) -> dict[str, Any]:
+    workers = models.workers(request.storage, _lost_after(request))
+    workers.sort(key=lambda w: (STATUS_ORDER.get(w["status"], 5), w["name"]))
+    counts: dict[str, int] = {}
+    for w in workers:
+        counts[w["status"]] = counts.get(w["status"], 0) + 1
+    busy = sum(len(w["current"]) for w in workers)
+    threads = sum(sum(w["threads"].values()) for w in workers if w["status"] != "lost")
+    return {"workers": workers, "counts": counts, "busy": busy, "threads": threads}
+
+
+@view_config(route_name="worker", request_method="GET", renderer="worker.jinja2")
+def worker_page(request: Any) -> dict[str, Any]:
+    wid = request.matchdict["id"]
+    info = get_worker(request.storage, wid, _lost_after(request))
+    if info is None:
+        raise not_found(request.t("No worker named {name}.", name=wid))
+    recs = {}
+    current = info.data.get("current")
+    if isinstance(current, dict):
+        pairs = [
+            (str(c.get("queue")), str(c.get("id")))
+            for c in current.values()
+            if isinstance(c, dict) and valid_queue(str(c.get("queue")))
+        ]
+        recs = dict(zip(pairs, monitor.fetch_records(request.storage, pairs), strict=True))
+    events = monitor.stream_page(
+        request.storage, "events", limit=20, match=fields_matcher(worker=wid), budget=2000
+    )
+    return {"w": models.worker_view(info, recs), "events": events}
+
+
+@view_config(route_name="workers", request_method="POST", permission=OPERATE)
+def worker_command(request: Any) -> Any:
+    """Queue a command for a worker (refresh, pause, resume, stop, set_threads, kill) or
+    forget a worker."""
+    post = request.POST
+    wid = str(post.get("worker", ""))[:200]
+    cmd = post.get("cmd", "")
+    done = request.route_path("workers")
+    info = get_worker(request.storage, wid, _lost_after(request)) if wid else None
+    if info is None:
+        raise not_found(request.t("No worker named {name}.", name=wid))
+    if cmd == "forget":
+        forget_worker(request.storage, wid)
+        audit(request, "forget worker", detail=wid)
+        flash(request, request.t("Forgot worker {name}.", name=wid))
+        return back(request, done)
+    if cmd not in COMMANDS:
+        flash(request, request.t("Unknown command."), "error")
+        return back(request, done)
+    args: dict[str, Any] = {}
+    if cmd == "set_threads":
+        queue = str(post.get("queue", ""))
+        try:
+            threads = int(post.get("threads", ""))
+        except ValueError:
+            threads = -1
+        if not valid_queue(queue) or not 0 <= threads <= 256:
+            flash(request, request.t("Give a queue name and 0 to 256 threads."), "error")
+            return back(request, done)
+        if not info.get("config_editable"):
+            flash(request, request.t("This worker does not accept thread changes."), "error")
+            return back(request, done)
+        args = {"queue": queue, "threads": threads}
+    elif cmd == "kill":
+        thread, task_id = str(post.get("thread", ""))[:100], str(post.get("task_id", ""))[:128]
+        if not thread or not task_id:
+            flash(request, request.t("Say which thread and task to kill."), "error")
+            return back(request, done)
+        args = {"thread": thread, "task_id": task_id}
+    if not send_command(request.storage, wid, cmd, by=request.user.name, **args):
+        raise not_found(request.t("No worker named {name}.", name=wid))
+    detail = " ".join(f"{k}={v}" for k, v in args.items())
+    audit(
+        request,
+        f"worker {cmd}",
+        ids=[args["task_id"]] if cmd == "kill" else (),
+        detail=wid + " " + detail,
+    )
+    flash(request, request.t("Sent {cmd} to {name}.", cmd=cmd, name=wid))
+    return back(request, done)

@@ -1,0 +1,165 @@
+"""Helpers shared by the views: reading parameters, redirects with a message, the audit log.
+
+Parameters are validated here so that a bad value gives a clear 404 or is clamped, never a
+500: queue names must be queue names, task ids task ids, numbers are bounded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+from pyramid.httpexceptions import HTTPNotFound, HTTPSeeOther
+
+from ztq.core import monitor
+from ztq.core.calls import TASK_ID
+from ztq.core.keys import QUEUE_NAME
+from ztq.core.record import TaskRecord
+
+STATES = ("queued", "delayed", "running", "error", "done")
+
+
+def not_found(message: str) -> HTTPNotFound:
+    """A 404 whose message the not-found page shows (already translated by the caller)."""
+    exc = HTTPNotFound(message)
+    exc.ztq_message = message  # type: ignore[attr-defined]
+    return exc
+
+
+def int_param(request: Any, name: str, default: int, low: int, high: int) -> int:
+    raw = request.params.get(name, "")
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        return default
+    return max(low, min(high, value))
+
+
+def text_param(request: Any, name: str, limit: int = 200) -> str:
+    value = request.params.get(name, "")
+    return value.strip()[:limit] if isinstance(value, str) else ""
+
+
+def choice_param(request: Any, name: str, choices: Sequence[str], default: str = "") -> str:
+    value = request.params.get(name, default)
+    return value if value in choices else default
+
+
+def valid_queue(name: str) -> bool:
+    return bool(QUEUE_NAME.match(name or ""))
+
+
+def valid_task_id(task_id: str) -> bool:
+    return bool(TASK_ID.match(task_id or ""))
+
+
+def known_queues(request: Any) -> list[str]:
+    cache = request.environ.setdefault("ztq.queues", [])
+    if not cache:
+        cache.extend(request.storage.queues())
+    return list(cache)
+
+
+def queue_filter(request: Any, name: str = "queue") -> tuple[str, list[str]]:
+    """The ``queue`` filter and the queues it selects; an unknown queue is a 404."""
+    queue = text_param(request, name, 64)
+    queues = known_queues(request)
+    if not queue:
+        return "", queues
+    if not valid_queue(queue) or queue not in queues:
+        raise not_found(request.t("No queue named {name}.", name=queue))
+    return queue, [queue]
+
+
+def page_size(request: Any) -> int:
+    default = request.registry.ztq_settings.page_size
+    return int_param(request, "limit", default, 1, monitor.MAX_PAGE)
+
+
+def safe_next(value: Any, default: str = "/") -> str:
+    """A local path to go back to; anything that could leave the site gives ``default``."""
+    if not isinstance(value, str) or not value.startswith("/") or value.startswith("//"):
+        return default
+    parts = urlsplit(value)
+    if parts.scheme or parts.netloc or "\\" in value or any(ord(c) < 32 for c in value):
+        return default
+    return value
+
+
+def back(request: Any, default: str = "/") -> HTTPSeeOther:
+    """Redirect after a POST to the form's ``next`` field (a local path only)."""
+    return HTTPSeeOther(location=safe_next(request.POST.get("next"), default))
+
+
+def flash(request: Any, message: str, kind: str = "ok") -> None:
+    request.session.flash(message, queue=kind)
+
+
+def audit(request: Any, action: str, **fields: Any) -> None:
+    user = request.user
+    monitor.write_audit(request.storage, user.name if user else "?", action, **fields)
+
+
+def parse_ref(value: str) -> tuple[str, str] | None:
+    """``queue:id`` (how forms name a task across queues) -> (queue, id), or None."""
+    queue, sep, task_id = (value or "").partition(":")
+    if sep and valid_queue(queue) and valid_task_id(task_id):
+        return queue, task_id
+    return None
+
+
+def task_matcher(task: str = "", text: str = "", state: str = "") -> monitor.Match | None:
+    """A filter on records: task name contains ``task``; ``text`` in id, task name,
+    arguments or error; ``state`` equal. None when there is nothing to filter on."""
+    task_l, text_l = task.lower(), text.lower()
+    if not (task_l or text_l or state):
+        return None
+
+    def match(rec: TaskRecord) -> bool:
+        if state and rec.state.value != state:
+            return False
+        if task_l and task_l not in rec.task.lower():
+            return False
+        if text_l:
+            hay = " ".join(
+                (
+                    rec.id,
+                    rec.task,
+                    rec.payload_text,
+                    str(rec.get("error") or ""),
+                    str(rec.get("traceback") or ""),
+                )
+            ).lower()
+            return text_l in hay
+        return True
+
+    return match
+
+
+def fields_matcher(**wanted: str) -> Callable[[dict[str, str]], bool] | None:
+    """A filter on stream entries: each given field contains the wanted text (``status``,
+    ``kind`` and ``id`` must be equal)."""
+    wanted = {k: v.lower() for k, v in wanted.items() if v}
+    if not wanted:
+        return None
+
+    def match(fields: dict[str, str]) -> bool:
+        for key, value in wanted.items():
+            have = str(fields.get(key, "")).lower()
+            if (have != value) if key in ("status", "kind", "id") else (value not in have):
+                return False
+        return True
+
+    return match
+
+
+def query(request: Any, **changes: Any) -> dict[str, str]:
+    """The current query string with some parameters changed (None drops one)."""
+    params = {k: v for k, v in request.GET.items() if isinstance(v, str)}
+    for key, value in changes.items():
+        if value is None or value == "":
+            params.pop(key, None)
+        else:
+            params[key] = str(value)
+    return params

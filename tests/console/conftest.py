@@ -1,0 +1,88 @@
+"""Console fixtures: the app on the private redis-server, signed-in WebTest clients."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from webtest import TestApp
+
+import ztq.core as ztq
+from ztq.console import main
+from ztq.core.passwords import hash_password
+from ztq.core.storage import Storage
+
+PASSWORD = "correct horse battery"
+SECRET = "test-secret-0123456789-abcdefghij"
+ENV = ("ZTQ_REDIS_URL", "ZTQ_PREFIX", "ZTQ_CONSOLE_SECRET", "ZTQ_CONSOLE_USERS",
+       "ZTQ_CONSOLE_SECURE_COOKIES")  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def user_lines() -> str:
+    """ann (operator) and vic (viewer), hashed with a small scrypt cost to keep tests fast."""
+    return "\n".join(
+        f"{name} {role} {hash_password(PASSWORD, n=1024)}"
+        for name, role in (("ann", "operator"), ("vic", "viewer"))
+    )
+
+
+@pytest.fixture
+def settings(redis_url: str, user_lines: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    for var in ENV:
+        monkeypatch.delenv(var, raising=False)
+    return {
+        "ztq.redis_url": redis_url,
+        "ztq.console.secret": SECRET,
+        "ztq.console.users": user_lines,
+        "ztq.console.bulk_batch": "100",
+        "ztq.console.bulk_seconds": "0",
+    }
+
+
+@pytest.fixture
+def wsgi(settings: dict[str, Any]) -> Any:
+    return main({}, **settings)
+
+
+@pytest.fixture
+def anon(wsgi: Any) -> TestApp:
+    return TestApp(wsgi)
+
+
+def login(app: TestApp, name: str, password: str = PASSWORD) -> TestApp:
+    form = app.get("/login").forms["login"]
+    form["username"] = name
+    form["password"] = password
+    response = form.submit()
+    assert response.status_int == 303, response.text[:500]
+    return app
+
+
+@pytest.fixture
+def operator(wsgi: Any) -> TestApp:
+    return login(TestApp(wsgi), "ann")
+
+
+@pytest.fixture
+def viewer(wsgi: Any) -> TestApp:
+    return login(TestApp(wsgi), "vic")
+
+
+@pytest.fixture
+def store(redis_url: str) -> Iterator[Storage]:
+    """ztq's default connection on the same Redis as the app (for arranging and checking)."""
+    yield ztq.get_storage()
+
+
+def csrf(app: TestApp) -> str:
+    """The CSRF token of a client's session (as the forms carry it)."""
+    return str(app.cookies["ztq_csrf"])
+
+
+def post(app: TestApp, url: str, data: dict[str, Any] | list[tuple[str, str]], **kw: Any) -> Any:
+    """POST like a form of the console does: with the CSRF token and a ``next`` back."""
+    items = list(data.items()) if isinstance(data, dict) else list(data)
+    items.append(("csrf_token", csrf(app)))
+    return app.post(url, items, **kw)

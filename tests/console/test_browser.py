@@ -1,0 +1,191 @@
+"""The console in headless Chromium (Debian's, driven by Playwright): an operator signs in,
+opens every page, redoes a failed task that a real worker process then runs to success.
+Screenshots land in $ZTQ_SCREENSHOTS (``make screenshots`` sets docs/img/, the pictures of
+docs/console.md), else in a temporary folder, so a test run leaves the work tree alone."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ztq.core as ztq
+from tests import sample_tasks as t
+from tests.console import scenario
+from tests.console.conftest import PASSWORD
+from ztq.console import main
+from ztq.core import monitor
+from ztq.core.storage import Storage
+
+pytestmark = pytest.mark.browser
+
+REPO = Path(__file__).resolve().parents[2]
+SHOTS = Path(os.environ.get("ZTQ_SCREENSHOTS") or tempfile.mkdtemp(prefix="ztq-shots-"))
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+PAGES = [  # (screenshot name or '', path, text the page must show)
+    ("workers", "/workers", "app-1.4242"),
+    ("", "/workers/app-1.4242", "default-0"),
+    ("queues", "/queues", "reports"),
+    ("queue", "/queues/default", "Pending tasks"),
+    ("errors", "/errors", "disk 2 is full"),
+    ("error-groups", "/errors/groups", "SMTPRecipientsRefused"),
+    ("running", "/running", "app-1.4242"),
+    ("scheduled", "/scheduled", "nightly-report"),
+    ("history", "/history", "tests.sample_tasks.add"),
+    ("worker-log", "/log", "no heartbeat for 4 minutes"),
+    ("", "/audit", "Audit"),
+    ("search", "/search?q=disk", "disk 1 is full"),
+]
+
+
+def wait_for(predicate: Any, timeout: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"condition not met within {timeout}s")
+
+
+@pytest.fixture
+def server(settings: dict) -> Iterator[str]:
+    from webtest.http import StopableWSGIServer
+
+    srv = StopableWSGIServer.create(main({}, **settings))
+    try:
+        yield srv.application_url.rstrip("/")
+    finally:
+        srv.shutdown()
+
+
+@pytest.fixture
+def worker(redis_url: str, tmp_path: Path) -> Iterator[subprocess.Popen]:
+    """A real worker process serving the queue ``browser`` (killed by PID at the end)."""
+    log = (tmp_path / "worker.log").open("w")
+    cmd = [
+        sys.executable,
+        "-m",
+        "ztq.worker",
+        "--redis",
+        redis_url,
+        "--queue",
+        "browser:1",
+        "--import",
+        "tests.sample_tasks",
+        "--name",
+        "browser-worker",
+        "--heartbeat",
+        "0.5",
+    ]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+        log.close()
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    playwright = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian's chromium is not installed")
+    with playwright.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+def test_operator_opens_every_page_and_redoes_a_failed_task(
+    store: Storage, server: str, worker: subprocess.Popen, browser: Any, tmp_path: Path
+) -> None:
+    scenario.populate(store)
+    scenario.throughput(store)
+    flaky = t.flaky.enqueue((str(tmp_path / "flaky-count"), 1), queue="browser")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page(viewport={"width": 1280, "height": 760})
+    problems: list[str] = []
+    page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+
+    page.goto(server + "/workers")
+    assert page.url.startswith(server + "/login")
+    page.screenshot(path=str(SHOTS / "login.png"))
+    page.fill("input[name=username]", "ann")
+    page.fill("input[name=password]", PASSWORD)
+    page.click("#login button")
+    page.wait_for_url(server + "/workers")
+
+    for name, path, text in PAGES:
+        response = page.goto(server + path)
+        assert response is not None and response.status == 200, path
+        assert text in page.inner_text("main"), path
+        if name:
+            page.screenshot(path=str(SHOTS / f"{name}.png"))
+
+    # the real worker runs the flaky task once: it fails and shows up among the errors
+    wait_for(lambda: ztq.ping(flaky) == "error")
+    page.goto(server + "/queues/browser")
+    page.click("button[value=pause]")  # hold the queue so the redone task waits a moment
+    assert "Paused browser" in page.inner_text(".flashes")
+    page.goto(server + "/errors?queue=browser")
+    page.click(f"a[href*='/tasks/{flaky.id}']")
+    assert "flaky failure 1" in page.inner_text("main")
+    page.screenshot(path=str(SHOTS / "task-error.png"), full_page=True)
+    page.click("button[value=redo]")
+    assert "Redo: 1 of 1 tasks." in page.inner_text(".flashes")
+    assert page.inner_text("h1 .badge") == "queued"
+    store.resume("browser")  # another operator resumes the queue
+    # the page refreshes itself while the task is pending; the worker runs it to success
+    # (an idle worker notices a resumed queue within its idle wait)
+    page.wait_for_selector("h1 .state-done", timeout=60_000)
+    assert ztq.ping(flaky) == "done"
+    page.screenshot(path=str(SHOTS / "task-done.png"))
+    page.goto(server + "/history?queue=browser")
+    assert "done" in page.inner_text("main") and "failed" in page.inner_text("main")
+    page.goto(server + "/audit")
+    assert flaky.id in page.inner_text("main")
+
+    # bulk: 250 errors, batches of 100 (see conftest): the progress page continues by itself
+    for i in range(250):
+        t.boom.enqueue((f"bulk {i}",), queue="bulk")
+    scenario.work(store, "bulk", fail=lambda p: p["args"][0])
+    page.goto(server + "/queues/bulk")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("button[value=delete][name=action] >> text=Delete all errors")
+    page.wait_for_selector(".flash.ok", timeout=20_000)
+    assert "Deleted 250 tasks." in page.inner_text(".flashes")
+    assert store.client.zcard(store.keys.errors("bulk")) == 0
+    steps = [e for e in monitor.stream_page(store, "audit", limit=20).rows if e["queue"] == "bulk"]
+    assert len(steps) == 3
+
+    # Chinese, chosen with the switch in the header
+    page.click("#lang button[value=zh]")
+    assert "工作状态" in page.inner_text("nav.main-nav")
+    page.click("#lang button[value=en]")
+    assert not problems, problems

@@ -1,0 +1,239 @@
+"""Every page renders real data, escapes it, truncates it, pages it, and 404s unknown ids."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from webtest import TestApp
+
+from tests import sample_tasks as t
+from tests.console import scenario
+from ztq.core.storage import Storage
+
+PAGES = ["/workers", "/workers/app-1.4242", "/queues", "/queues/default", "/queues/mail",
+         "/errors", "/errors?queue=mail", "/errors/groups", "/running", "/scheduled", "/history",
+         "/history?status=failed", "/log", "/log?kind=lost", "/audit", "/search?q=disk",
+         "/search?state=error"]  # fmt: skip
+
+
+@pytest.fixture
+def lively(store: Storage) -> dict:
+    return scenario.populate(store)
+
+
+def test_home_goes_to_workers(operator: TestApp) -> None:
+    assert operator.get("/").location.endswith("/workers")
+
+
+@pytest.mark.parametrize("url", PAGES)
+def test_pages_render_for_both_roles(
+    operator: TestApp, viewer: TestApp, lively: dict, url: str
+) -> None:
+    for app in (operator, viewer):
+        r = app.get(url)
+        assert r.status_int == 200 and r.content_type == "text/html"
+        assert "<script>alert" not in r.text and "<img src=x" not in r.text
+
+
+def test_workers_page_shows_status_threads_and_progress(operator: TestApp, lively: dict) -> None:
+    html = operator.get("/workers").text
+    for text in ("app-1.4242", "mailer-1", "batch-7", "10.0.0.7", "12.5%", "120.0 MB"):
+        assert text in html
+    assert "state-lost" in html and "state-paused" in html
+    assert 'value="42"' in html  # the sleepy task reported done 42 of 100
+    assert lively["running"][:12] in html
+    detail = operator.get("/workers/app-1.4242").text
+    assert "default-0" in detail and "started with default:2 mail:1" in detail
+
+
+def test_queues_page_counts_and_chart(operator: TestApp, lively: dict) -> None:
+    html = operator.get("/queues").text
+    assert "<svg" in html and 'class="ok"' in html and 'class="bad"' in html
+    page = operator.get("/queues/default")
+    assert page.html.find("h1").get_text(strip=True).startswith("default")
+    cards = page.html.select(".card.stat .value")
+    assert [c.get_text(strip=True) for c in cards][:4] == ["14", "3", "1", "4"]
+    # the urgent (high) task runs first, the low one last
+    rows = page.html.select("table.grid tbody tr")
+    assert "urgent" in rows[0].get_text() and "(1, 1)" in rows[-1].get_text()
+
+
+def test_pending_tasks_are_paged(operator: TestApp, store: Storage) -> None:
+    ids = [t.add.delay(i, 0).id for i in range(25)]
+    first = operator.get("/queues/default?limit=10")
+    assert ids[0][:12] in first.text and ids[10][:12] not in first.text
+    second = first.click(description="Next page")
+    assert ids[10][:12] in second.text and ids[9][:12] not in second.text
+    last = operator.get("/queues/default?limit=10&start=20")
+    assert ids[24][:12] in last.text and "Next page" not in last.text
+    assert "21–25 of 25" in last.text
+
+
+def test_errors_are_newest_first_filtered_and_paged(operator: TestApp, store: Storage) -> None:
+    for i in range(7):
+        t.boom.delay(f"first batch {i}")
+        scenario.work(store, fail=lambda p: p["args"][0])
+        time.sleep(0.002)
+    t.send.delay("x@example.org")
+    scenario.work(store, "mail", fail=lambda p: "mail down")
+    r = operator.get("/errors?limit=3")
+    rows = r.html.select("table.errors tbody tr")
+    assert len(rows) == 3 and "mail down" in rows[0].get_text()
+    seen = [row.get_text() for row in rows]
+    while "Next page" in r.text:
+        r = r.click(description="Next page")
+        seen += [row.get_text() for row in r.html.select("table.errors tbody tr")]
+    assert len(seen) == 8 and len(set(seen)) == 8
+    assert "first batch 0" in seen[-1]
+    only_mail = operator.get("/errors?queue=mail").html.select("table.errors tbody tr")
+    assert len(only_mail) == 1
+    by_task = operator.get("/errors?task=boom&q=batch+3").html.select("table.errors tbody tr")
+    assert len(by_task) == 1 and "first batch 3" in by_task[0].get_text()
+    assert "No errors" in operator.get("/errors?task=nothing-like-this").text
+
+
+def test_grouped_errors(operator: TestApp, lively: dict) -> None:
+    html = operator.get("/errors/groups").text
+    assert "ValueError" in html and "SMTPRecipientsRefused" in html
+    assert "sample_tasks.py:44 in boom" in html
+    assert "newest 5 of 5" in html
+
+
+def test_task_detail_shows_everything_escaped(operator: TestApp, store: Storage) -> None:
+    h = t.boom.enqueue(("<script>alert('args')</script>",), kwargs={"note": "<b>bold</b>"})
+    scenario.work(store, fail=lambda p: ("KeyError", "<script>alert('tb')</script>"))
+    r = operator.get(f"/tasks/{h.id}")
+    assert "<script>alert" not in r.text and "<b>bold</b>" not in r.text
+    assert "&lt;script&gt;alert(&#39;args&#39;)&lt;/script&gt;" in r.text
+    assert "&lt;b&gt;bold&lt;/b&gt;" in r.text
+    assert "Traceback (most recent call last)" in r.text and "KeyError" in r.text
+    assert 'value="redo"' in r.text and 'value="run_now"' not in r.text
+    assert "w1" in r.text  # the worker it failed on
+    assert operator.get(f"/tasks/{h.id}?queue=default").status_int == 200
+
+
+def test_large_payloads_are_cut_on_lists_not_on_the_detail(
+    operator: TestApp, store: Storage
+) -> None:
+    big = "x" * 100_000
+    h = t.boom.delay(big)
+    scenario.work(store, fail=lambda p: "too big")
+    listing = operator.get("/errors")
+    assert big[:1000] not in listing.text and "…" in listing.text
+    assert len(listing.body) < 40_000
+    detail = operator.get(f"/tasks/{h.id}")
+    assert "more characters" in detail.text or big[:60_000] in detail.text
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/tasks/0123456789abcdef0123456789abcdef",
+        "/tasks/bad%20id",
+        "/tasks/" + "a" * 200,
+        "/queues/nope",
+        "/queues/bad%20name",
+        "/workers/nobody",
+        "/errors?queue=nope",
+        "/history?queue=nope",
+        "/running?queue=nope",
+        "/scheduled?queue=nope",
+        "/no/such/page",
+        "/api/tasks/0123456789abcdef0123456789abcdef",
+        "/api/tasks/bad%20id",
+        "/api/errors?queue=nope",
+    ],
+)
+def test_unknown_ids_are_404_not_500(operator: TestApp, lively: dict, url: str) -> None:
+    r = operator.get(url, expect_errors=True)
+    assert r.status_int == 404, r.text[:300]
+    if url.startswith("/api/"):
+        assert r.json["error"]
+
+
+@pytest.mark.parametrize("cursor", ["garbage", "-1.-1", "99999999999999999999.1", "1-1:x y"])
+def test_bad_cursors_and_numbers_are_harmless(operator: TestApp, lively: dict, cursor: str) -> None:
+    for url in ("/errors", "/history", "/log", "/audit", "/scheduled", "/search?q=x&"):
+        sep = "&" if "?" in url else "?"
+        assert operator.get(f"{url}{sep}cursor={cursor}&limit=abc").status_int == 200
+    assert operator.get("/queues/default?start=-5&limit=100000").status_int == 200
+    assert operator.get("/errors/groups?window=999999999").status_int == 200
+
+
+def test_history_log_and_audit(operator: TestApp, lively: dict) -> None:
+    html = operator.get("/history").text
+    assert "state-done" in html and "state-failed" in html
+    assert "tests.sample_tasks.add" in operator.get("/history?status=done").text
+    assert "tests.sample_tasks.add" not in operator.get("/history?status=failed").text
+    log = operator.get("/log?worker=batch-7").text
+    assert "no heartbeat for 4 minutes" in log and "started with mail:2" not in log
+    assert "pause by ann" in operator.get("/log?kind=command").text
+
+
+def test_running_and_scheduled(operator: TestApp, lively: dict) -> None:
+    running = operator.get("/running").text
+    assert lively["running"][:12] in running and "app-1.4242" in running
+    scheduled = operator.get("/scheduled").text
+    assert "nightly-report" in scheduled and "0 3 * * *" in scheduled
+    assert all(i[:12] in scheduled for i in lively["delayed"])
+
+
+def test_search_by_id_name_and_text(operator: TestApp, lively: dict) -> None:
+    err = lively["errors"][0]
+    by_id = operator.get(f"/search?q={err}")
+    assert by_id.location.endswith(f"/tasks/{err}?queue=default")
+    listed = operator.get(f"/search?q={err}&state=error")
+    assert "Task with this id" in listed.text and err[:12] in listed.text
+    by_text = operator.get("/search?q=disk+1+is").html.select("table.grid tbody tr")
+    assert len(by_text) == 1
+    by_state = operator.get("/search?q=sample_tasks&state=delayed").html.select(
+        "table.grid tbody tr"
+    )
+    assert len(by_state) == 4
+    assert operator.get("/tasks").location.endswith("/search")
+
+
+def test_language_from_browser_and_switch(anon: TestApp, operator: TestApp) -> None:
+    zh = anon.get("/login", headers={"Accept-Language": "zh-CN,zh;q=0.9,en;q=0.8"})
+    assert "登录" in zh.text and 'lang="zh-CN"' in zh.text
+    assert "Sign in" in anon.get("/login", headers={"Accept-Language": "en-US"}).text
+    page = operator.get("/workers")
+    page = page.forms["lang"].submit("lang", value="zh")  # the switch in the header
+    assert page.status_int == 303 and page.location.endswith("/workers")
+    assert "工作状态" in operator.get("/workers").text
+    assert "工作队列" in operator.get("/queues", headers={"Accept-Language": "en"}).text
+
+
+def test_redis_down_is_a_503_page(settings: dict) -> None:
+    from tests.console.conftest import login
+    from ztq.console import main
+
+    app = TestApp(main({}, **{**settings, "ztq.redis_url": "redis://127.0.0.1:1/0"}))
+    login(app, "ann")
+    r = app.get("/queues", expect_errors=True)
+    assert r.status_int == 503 and "Redis" in r.text
+    assert app.get("/api/queues", expect_errors=True).json["error"]
+
+
+def test_corrupt_records_do_not_break_pages(operator: TestApp, store: Storage) -> None:
+    """Records a console did not write itself: bad meta, bad payload, bad progress."""
+    store.register_queue("default")
+    k = store.keys
+    raws = {
+        "no-meta": "just text, no newline",
+        "bad-meta": '{not json\n{"task":"x"}',
+        "bad-payload": '{"state":"error","failed":5}\n[1,2',
+        "bad-progress": '{"state":"running","progress":"{oops","started":"yesterday"}\n'
+        '{"task":"tests.sample_tasks.add","args":[1],"kwargs":{}}',
+    }
+    store.client.hset(k.tasks("default"), mapping=raws)
+    store.client.zadd(k.errors("default"), {"no-meta": 1, "bad-meta": 2, "bad-payload": 3})
+    store.client.zadd(k.running("default"), {"bad-progress": 10**13})
+    store.client.rpush(k.ready("default", "normal"), "gone-id", "bad-meta")
+    for url in ("/errors", "/errors/groups", "/running", "/queues/default", "/search?q=x",
+                "/api/errors", "/api/running", "/metrics"):  # fmt: skip
+        assert operator.get(url).status_int == 200, url
+    for task_id in raws:
+        assert operator.get(f"/tasks/{task_id}").status_int == 200, task_id
+        assert operator.get(f"/api/tasks/{task_id}").status_int == 200, task_id
