@@ -29,6 +29,13 @@ class LocalCluster:
         return f"redis+cluster://127.0.0.1:{self.nodes[0].port}/0"
 
     def start(self) -> LocalCluster:
+        try:
+            return self._start()
+        except BaseException:
+            self.stop()  # never leave servers behind
+            raise
+
+    def _start(self) -> LocalCluster:
         for node in self.nodes:
             node.start()
         clients = [redis.Redis(port=n.port, decode_responses=True) for n in self.nodes]

@@ -38,6 +38,10 @@ def produce_some() -> None:
         demo.resize_image.enqueue((f"urgent-{n}.jpg", 64), priority="high")
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> int:
     url = os.environ.get("ZTQ_REDIS_URL")
     redis_proc = None
@@ -56,10 +60,14 @@ def main() -> int:
                    "--queue", "mail:1", "--queue", "pdf:1:process"]  # fmt: skip
     pserve = str(Path(sys.executable).parent / "pserve")
     children = [
-        subprocess.Popen(worker_args, env=env, cwd=ROOT),
-        subprocess.Popen([pserve, str(ROOT / "app.ini")], env=env, cwd=ROOT),
+        # own sessions: Ctrl-C reaches only this process, which stops the children in order
+        subprocess.Popen(worker_args, env=env, cwd=ROOT, start_new_session=True),
+        subprocess.Popen(
+            [pserve, str(ROOT / "app.ini")], env=env, cwd=ROOT, start_new_session=True
+        ),
     ]
     ztq.connect(url)
+    signal.signal(signal.SIGTERM, _interrupt)  # stop cleanly on SIGTERM as on Ctrl-C
     print(f"\n  ztq demo: console {CONSOLE_URL}  login admin / {password}")
     print(f"  Redis {url}   (Ctrl-C stops everything)\n", flush=True)
     try:
@@ -69,6 +77,9 @@ def main() -> int:
     except KeyboardInterrupt:
         pass
     finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut cleanup short
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        print("\n  stopping the worker, the console and Redis ...", flush=True)
         for child in children:
             if child.poll() is None:
                 with contextlib.suppress(ProcessLookupError):

@@ -100,7 +100,10 @@ class RedisProcess:
             "--logfile", os.path.join(self.dir, "redis.log"),
             *self.extra,
         ]  # fmt: skip
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # its own session: a Ctrl-C meant for the parent does not stop Redis under its feet
+        self.proc = subprocess.Popen(
+            args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
