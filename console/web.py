@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from pyramid.httpexceptions import HTTPNotFound, HTTPSeeOther
 
-from ztq.core import monitor
+from ztq.core import monitor, streams
 from ztq.core.calls import TASK_ID
 from ztq.core.keys import QUEUE_NAME
 from ztq.core.record import TaskRecord
@@ -98,7 +98,7 @@ def flash(request: Any, message: str, kind: str = "ok") -> None:
 
 def audit(request: Any, action: str, **fields: Any) -> None:
     user = request.user
-    monitor.write_audit(request.storage, user.name if user else "?", action, **fields)
+    streams.write_audit(request.storage, user.name if user else "?", action, **fields)
 
 
 def parse_ref(value: str) -> tuple[str, str] | None:

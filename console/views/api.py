@@ -25,7 +25,7 @@ from ztq.console.web import (
     text_param,
     valid_task_id,
 )
-from ztq.core import monitor
+from ztq.core import monitor, streams
 
 
 def _page(page: monitor.Page, items: list[Any]) -> dict[str, Any]:
@@ -74,7 +74,7 @@ def api_history(request: Any) -> dict[str, Any]:
         status=choice_param(request, "status", STATUSES),
         worker=text_param(request, "worker"),
     )
-    page = monitor.stream_page(
+    page = streams.stream_page(
         request.storage, "history", queues, _cursor(request), page_size(request), match=match
     )
     items = [
@@ -87,7 +87,7 @@ def api_history(request: Any) -> dict[str, Any]:
 @view_config(route_name="api_log", request_method="GET", renderer="json")
 def api_log(request: Any) -> dict[str, Any]:
     match = fields_matcher(worker=text_param(request, "worker"), kind=text_param(request, "kind"))
-    page = monitor.stream_page(
+    page = streams.stream_page(
         request.storage, "events", cursor=_cursor(request), limit=page_size(request), match=match
     )
     items = [{"entry": e.pop("_id"), "at": e.pop("_at"), **e} for e in page.rows]

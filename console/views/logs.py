@@ -20,7 +20,7 @@ from ztq.console.web import (
     task_matcher,
     text_param,
 )
-from ztq.core import monitor
+from ztq.core import monitor, streams
 from ztq.core.calls import TaskCall
 from ztq.core.errors import ZtqError
 
@@ -42,7 +42,7 @@ def history_page(request: Any) -> dict[str, Any]:
         "worker": text_param(request, "worker"),
     }
     match = fields_matcher(task=filters["task"], status=filters["status"], worker=filters["worker"])
-    page = monitor.stream_page(
+    page = streams.stream_page(
         request.storage, "history", queues, _cursor(request), page_size(request), match=match
     )
     return {"filters": filters, "queues": known_queues(request), "page": page, "statuses": STATUSES}
@@ -56,7 +56,7 @@ def events_page(request: Any) -> dict[str, Any]:
         "q": text_param(request, "q"),
     }
     match = fields_matcher(worker=filters["worker"], kind=filters["kind"], message=filters["q"])
-    page = monitor.stream_page(
+    page = streams.stream_page(
         request.storage, "events", cursor=_cursor(request), limit=page_size(request), match=match
     )
     return {"filters": filters, "page": page, "kinds": KINDS}
@@ -66,7 +66,7 @@ def events_page(request: Any) -> dict[str, Any]:
 def audit_page(request: Any) -> dict[str, Any]:
     filters = {"user": text_param(request, "user", 64), "q": text_param(request, "q")}
     match = fields_matcher(user=filters["user"], ids=filters["q"])
-    page = monitor.stream_page(
+    page = streams.stream_page(
         request.storage, "audit", cursor=_cursor(request), limit=page_size(request), match=match
     )
     return {"filters": filters, "page": page}

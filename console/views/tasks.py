@@ -23,7 +23,7 @@ from ztq.console.web import (
     valid_queue,
     valid_task_id,
 )
-from ztq.core import monitor
+from ztq.core import monitor, streams
 from ztq.core.record import TaskRecord
 from ztq.core.workers import send_command
 
@@ -50,7 +50,7 @@ def task_page(request: Any) -> dict[str, Any]:
     if len(found) > 1:
         return {"rec": None, "choices": found, "runs": None}
     rec = found[0]
-    runs = monitor.stream_page(
+    runs = streams.stream_page(
         request.storage,
         "history",
         [rec.queue],

@@ -9,7 +9,7 @@ from pyramid.view import view_config
 from ztq.console import models
 from ztq.console.security import OPERATE
 from ztq.console.web import audit, back, fields_matcher, flash, not_found, valid_queue
-from ztq.core import monitor
+from ztq.core import monitor, streams
 from ztq.core.workers import COMMANDS, forget_worker, get_worker, send_command
 
 STATUS_ORDER = {"running": 0, "paused": 1, "stopping": 2, "stopped": 3, "lost": 4}
@@ -46,7 +46,7 @@ def worker_page(request: Any) -> dict[str, Any]:
             if isinstance(c, dict) and valid_queue(str(c.get("queue")))
         ]
         recs = dict(zip(pairs, monitor.fetch_records(request.storage, pairs), strict=True))
-    events = monitor.stream_page(
+    events = streams.stream_page(
         request.storage, "events", limit=20, match=fields_matcher(worker=wid), budget=2000
     )
     return {"w": models.worker_view(info, recs), "events": events}

@@ -10,13 +10,13 @@ import ztq.core as ztq
 from tests import sample_tasks as t
 from tests.console import scenario
 from tests.console.conftest import post
-from ztq.core import monitor
+from ztq.core import streams
 from ztq.core.storage import Storage
 from ztq.core.workers import take_commands
 
 
 def audit_log(store: Storage) -> list[dict]:
-    return monitor.stream_page(store, "audit", limit=100).rows
+    return streams.stream_page(store, "audit", limit=100).rows
 
 
 def follow_bulk(app: TestApp, response) -> tuple[int, object]:  # type: ignore[no-untyped-def]

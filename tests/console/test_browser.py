@@ -21,7 +21,7 @@ from tests import sample_tasks as t
 from tests.console import scenario
 from tests.console.conftest import PASSWORD
 from ztq.console import main
-from ztq.core import monitor
+from ztq.core import streams
 from ztq.core.storage import Storage
 
 pytestmark = pytest.mark.browser
@@ -181,7 +181,7 @@ def test_operator_opens_every_page_and_redoes_a_failed_task(
     page.wait_for_selector(".flash.ok", timeout=20_000)
     assert "Deleted 250 tasks." in page.inner_text(".flashes")
     assert store.client.zcard(store.keys.errors("bulk")) == 0
-    steps = [e for e in monitor.stream_page(store, "audit", limit=20).rows if e["queue"] == "bulk"]
+    steps = [e for e in streams.stream_page(store, "audit", limit=20).rows if e["queue"] == "bulk"]
     assert len(steps) == 3
 
     # Chinese, chosen with the switch in the header

@@ -8,7 +8,7 @@ import pytest
 from webtest import TestApp
 
 from tests.console.bench import fill
-from ztq.core import monitor
+from ztq.core import monitor, streams
 from ztq.core.storage import Storage
 
 
@@ -57,7 +57,7 @@ def test_history_merged_across_streams_with_equal_ids(store: Storage) -> None:
             store.client.xadd(
                 store.keys.history(q), {"id": f"{q}{n}"}, id=f"{1000 + n // 2}-{n % 2}"
             )
-    rows = walk(lambda c, n: monitor.stream_page(store, "history", ["a", "b"], c, n), 2)
+    rows = walk(lambda c, n: streams.stream_page(store, "history", ["a", "b"], c, n), 2)
     got = [r["id"] for r in rows]
     assert len(got) == 14 == len(set(got))
     keys = [(r["_id"], r["_queue"]) for r in rows]
@@ -73,11 +73,11 @@ def test_filtered_scans_stop_at_their_budget_and_continue(store: Storage) -> Non
             store.keys.history("a"), {"id": str(n), "status": "failed" if n % 100 == 0 else "done"}
         )
     match = lambda f: f["status"] == "failed"  # noqa: E731
-    page = monitor.stream_page(store, "history", ["a"], None, 10, match=match, budget=50)
+    page = streams.stream_page(store, "history", ["a"], None, 10, match=match, budget=50)
     assert page.rows == [] and page.partial and page.scanned == 50 and page.next
     found, cursor, pages = [], None, 0
     while True:
-        page = monitor.stream_page(store, "history", ["a"], cursor, 10, match=match, budget=50)
+        page = streams.stream_page(store, "history", ["a"], cursor, 10, match=match, budget=50)
         found += [r["id"] for r in page.rows]
         pages += 1
         if not page.next:
