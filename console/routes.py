@@ -33,6 +33,7 @@ ROUTES = (
     ("running", "/running"),
     ("scheduled", "/scheduled"),
     ("cron_run", "/cron/run"),
+    ("cron_toggle", "/cron/toggle"),
     # logs
     ("history", "/history"),
     ("events", "/log"),

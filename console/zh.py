@@ -191,6 +191,11 @@ MESSAGES: dict[str, str] = {
     # tasks and actions
     "Redo": "重做",
     "Run now": "立即执行",
+    "Enable": "启用",
+    "Disable": "停用",
+    "disabled": "已停用",
+    "Cron entry {name} enabled.": "定时任务 {name} 已启用。",
+    "Cron entry {name} disabled: workers skip its ticks.": "定时任务 {name} 已停用：工作进程将跳过它的触发。",
     "Run first": "优先执行",
     "Delete": "删除",
     "Delete this task?": "删除此任务？",

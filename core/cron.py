@@ -84,8 +84,13 @@ class CronTable:
     def __init__(self, entries: list[CronEntry] | None = None) -> None:
         self.entries = entries if entries is not None else cron_entries()
 
-    def tick(self, now: float | None = None) -> tuple[list[tuple[CronEntry, float]], float | None]:
-        """Ticks to enqueue now as (entry, tick time), and the time of the next one."""
+    def tick(
+        self, now: float | None = None, skip: set[str] | frozenset[str] = frozenset()
+    ) -> tuple[list[tuple[CronEntry, float]], float | None]:
+        """Ticks to enqueue now as (entry, tick time), and the time of the next one.
+
+        Entries named in ``skip`` (disabled by an operator) let their ticks pass unfired.
+        """
         now = time.time() if now is None else now
         due: list[tuple[CronEntry, float]] = []
         for entry in self.entries:
@@ -93,16 +98,22 @@ class CronTable:
                 last = entry.last_at_or_before(now)
                 entry.next_fire = last if now - last <= entry.grace else entry.next_after(now)
             while entry.next_fire <= now:
-                if now - entry.next_fire <= entry.grace:
+                if now - entry.next_fire <= entry.grace and entry.name not in skip:
                     due.append((entry, entry.next_fire))
                 entry.next_fire = entry.next_after(entry.next_fire)
         upcoming = min((e.next_fire for e in self.entries if e.next_fire), default=None)
         return due, upcoming
 
-    def fire(self, now: float | None = None) -> tuple[list[Any], float | None]:
+    def due_now(self, now: float | None = None) -> bool:
+        now = time.time() if now is None else now
+        return any(e.next_fire is None or e.next_fire <= now for e in self.entries)
+
+    def fire(
+        self, now: float | None = None, skip: set[str] | frozenset[str] = frozenset()
+    ) -> tuple[list[Any], float | None]:
         """Enqueue the due ticks (dedup per tick in Redis); returns handles and next time."""
         from ztq.core.enqueue import send
 
-        due, upcoming = self.tick(now)
+        due, upcoming = self.tick(now, skip)
         handles = [send(entry.call, cron=(entry.name, int(at * 1000))) for entry, at in due]
         return handles, upcoming

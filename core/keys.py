@@ -35,7 +35,8 @@ class Keys:
         self.workers = f"{prefix}:{{ztq}}:workers"  # hash: worker id -> heartbeat JSON
         self.seen = f"{prefix}:{{ztq}}:seen"  # zset: worker id -> last report (ms)
         self.events = f"{prefix}:{{ztq}}:events"
-        self.cron = f"{prefix}:{{ztq}}:cron"
+        self.cron = f"{prefix}:{{ztq}}:cron"  # hash: entry name -> JSON, as workers publish it
+        self.cron_off = f"{prefix}:{{ztq}}:cron:off"  # hash: disabled entry -> who, when
         self.audit = f"{prefix}:{{ztq}}:audit"
 
     # -- per queue ---------------------------------------------------------------------------

@@ -356,9 +356,12 @@ def oldest_errors(storage: Storage, queue: str, offset: int, count: int) -> list
 
 # -- cron, lookup and search -----------------------------------------------------------------
 def cron_table(storage: Storage) -> list[dict[str, Any]]:
-    """Cron entries as workers published them, soonest next run first."""
+    """Cron entries as workers published them (``disabled`` added), soonest next run first."""
     with storage.guard():
-        raw = storage.client.hgetall(storage.keys.cron)
+        pipe = storage.client.pipeline(transaction=False)
+        pipe.hgetall(storage.keys.cron)
+        pipe.hkeys(storage.keys.cron_off)
+        raw, off = pipe.execute()
     out = []
     for name, text in raw.items():
         try:
@@ -367,6 +370,7 @@ def cron_table(storage: Storage) -> list[dict[str, Any]]:
             continue
         if isinstance(entry, dict):
             entry.setdefault("name", name)
+            entry["disabled"] = name in off
             out.append(entry)
     return sorted(out, key=lambda e: (int(e.get("next") or 0), str(e["name"])))
 

@@ -159,3 +159,19 @@ def publish_cron_entries(storage: Storage, entries: list[dict[str, Any]]) -> Non
     mapping = {str(e["name"]): json.dumps(e, separators=(",", ":"), default=str) for e in entries}
     with storage.guard():
         storage.client.hset(storage.keys.cron, mapping=mapping)
+
+
+def set_cron_enabled(storage: Storage, name: str, enabled: bool, by: str = "") -> None:
+    """Disable a cron entry on every worker (they skip its ticks), or enable it again."""
+    with storage.guard():
+        if enabled:
+            storage.client.hdel(storage.keys.cron_off, name)
+        else:
+            note = json.dumps({"by": by, "at": int(time.time() * 1000)}, separators=(",", ":"))
+            storage.client.hset(storage.keys.cron_off, name, note)
+
+
+def disabled_cron(storage: Storage) -> set[str]:
+    """Names of the cron entries an operator disabled."""
+    with storage.guard():
+        return set(storage.client.hkeys(storage.keys.cron_off))

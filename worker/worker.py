@@ -22,6 +22,7 @@ from ztq.core.cron import CronTable
 from ztq.core.errors import ConfigError, ZtqError
 from ztq.core.storage import Storage
 from ztq.core.workers import (
+    disabled_cron,
     get_worker,
     log_event,
     publish_cron_entries,
@@ -109,12 +110,8 @@ class Worker:
                 )
                 log.warning("lease of task %s (worker %s) expired: %s", task_id, worker, outcome)
             self.storage.promote(queue)
-        if (
-            self.cron is not None
-            and self.cron.entries
-            and (self.next_cron is None or now >= self.next_cron)
-        ):
-            _, self.next_cron = self.cron.fire(now)
+        if self.cron is not None and self.cron.entries and self.cron.due_now(now):
+            _, self.next_cron = self.cron.fire(now, skip=disabled_cron(self.storage))
             self.publish_cron()
         self.watch_timeouts(now)
 

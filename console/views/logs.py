@@ -23,6 +23,7 @@ from ztq.console.web import (
 from ztq.core import monitor, streams
 from ztq.core.calls import TaskCall
 from ztq.core.errors import ZtqError
+from ztq.core.workers import set_cron_enabled
 
 STATUSES = ("done", "failed", "retry")
 KINDS = ("start", "stop", "reboot", "lost", "config", "command", "forget")
@@ -128,4 +129,23 @@ def cron_run(request: Any) -> Any:
     task_id, outcome = storage.call(*op)
     audit(request, "run cron now", queue=call.queue, ids=[str(task_id)], detail=name)
     flash(request, request.t("Enqueued {name} now (task {id}).", name=name, id=task_id))
+    return back(request, done)
+
+
+@view_config(route_name="cron_toggle", request_method="POST", permission=OPERATE)
+def cron_toggle(request: Any) -> Any:
+    """Disable a cron entry on every worker (its ticks pass unfired), or enable it again."""
+    name = str(request.POST.get("name", ""))
+    enable = request.POST.get("enable") == "1"
+    done = request.route_path("scheduled")
+    if not any(e.get("name") == name for e in monitor.cron_table(request.storage)):
+        flash(request, request.t("No cron entry named {name}.", name=name), "error")
+        return back(request, done)
+    user = request.user
+    set_cron_enabled(request.storage, name, enable, by=user.name if user else "?")
+    audit(request, "enable cron" if enable else "disable cron", detail=name)
+    if enable:
+        flash(request, request.t("Cron entry {name} enabled.", name=name))
+    else:
+        flash(request, request.t("Cron entry {name} disabled: workers skip its ticks.", name=name))
     return back(request, done)

@@ -12,7 +12,7 @@ from tests.console import scenario
 from tests.console.conftest import post
 from ztq.core import streams
 from ztq.core.storage import Storage
-from ztq.core.workers import take_commands
+from ztq.core.workers import disabled_cron, take_commands
 
 
 def audit_log(store: Storage) -> list[dict]:
@@ -237,6 +237,18 @@ def test_run_a_cron_entry_now(operator: TestApp, store: Storage) -> None:
     assert "run cron now" in [e["action"] for e in audit_log(store)]
     r = post(operator, "/cron/run", {"name": "nope"}).follow()
     assert "No cron entry named nope" in r.text
+
+
+def test_disable_and_enable_a_cron_entry(operator: TestApp, store: Storage) -> None:
+    scenario.cron(store, "every-5", task="tests.sample_tasks.add", args=[2, 3])
+    r = post(operator, "/cron/toggle", {"name": "every-5", "enable": "0"}).follow()
+    assert "Cron entry every-5 disabled" in r.text and "disabled</span>" in r.text
+    assert disabled_cron(store) == {"every-5"}
+    assert "disable cron" in [e["action"] for e in audit_log(store)]
+    r = post(operator, "/cron/toggle", {"name": "every-5", "enable": "1"}).follow()
+    assert "Cron entry every-5 enabled" in r.text and disabled_cron(store) == set()
+    r = post(operator, "/cron/toggle", {"name": "nope", "enable": "0"}).follow()
+    assert "No cron entry named nope" in r.text and disabled_cron(store) == set()
 
 
 def test_the_audit_page_lists_who_did_what(operator: TestApp, store: Storage) -> None:

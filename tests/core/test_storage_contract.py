@@ -283,3 +283,18 @@ def test_scripts_are_reloaded_after_script_flush(storage: Storage) -> None:
         t.add.delay(3, 3)
     flush()
     assert len(fetch_all(storage)) == 3  # a single call
+
+
+def test_a_disabled_cron_entry_lets_its_ticks_pass(storage: Storage) -> None:
+    from ztq.core.cron import CronEntry
+    from ztq.core.workers import disabled_cron, set_cron_enabled
+
+    entry = CronEntry("off-entry", t.noop.prepare(), "* * * * *")
+    table = ztq.CronTable([entry])
+    tick = (int(time.time()) // 60) * 60 + 0.5
+    set_cron_enabled(storage, "off-entry", False, by="ops")
+    assert table.fire(now=tick, skip=disabled_cron(storage))[0] == []
+    set_cron_enabled(storage, "off-entry", True)
+    assert [h.outcome for h in table.fire(now=tick + 60, skip=disabled_cron(storage))[0]] == [
+        "added"
+    ]
