@@ -71,6 +71,10 @@ class Keys:
     def wake(self, queue: str) -> str:
         return self._q(queue, "wake")
 
+    def schedule(self, queue: str) -> str:
+        """Wake-up tokens for schedulers: a delayed task (maybe due sooner) arrived."""
+        return self._q(queue, "schedule")
+
     def paused(self, queue: str) -> str:
         return self._q(queue, "paused")
 

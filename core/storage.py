@@ -13,7 +13,7 @@ import json
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
@@ -51,6 +51,17 @@ class Leased:
     queue: str
     token: int
     payload: str
+
+
+class Promoted(NamedTuple):
+    moved: int
+    next_due: int | None  # epoch ms on Redis's clock, None when nothing is delayed
+    now: int  # Redis's clock when it answered (ms)
+
+    @property
+    def wait(self) -> float | None:
+        """Seconds until the next delayed task is due, or None."""
+        return None if self.next_due is None else max(0.0, (self.next_due - self.now) / 1000)
 
 
 @dataclass(frozen=True)
@@ -164,6 +175,7 @@ class Storage:
                 k.done(queue),
                 k.wake(queue),
                 k.cronlast(queue),
+                k.schedule(queue),
             ]
             self._enqueue_keys[queue] = keys
         level = priority.value if isinstance(priority, Priority) else priority
@@ -209,6 +221,7 @@ class Storage:
             k.stats(queue, minute),
             *k.ready_all(queue),
             k.wake(queue),
+            k.schedule(queue),
         ]
 
     def ack_op(
@@ -309,21 +322,25 @@ class Storage:
             (str(reply[i]), str(reply[i + 1]), str(reply[i + 2])) for i in range(0, len(reply), 3)
         ]
 
-    def promote(self, queue: str, limit: int = 1000) -> tuple[int, int | None]:
-        """Move due delayed tasks to ready: (moved, next due in epoch ms or None)."""
+    def promote(self, queue: str, limit: int = 1000) -> Promoted:
+        """Move due delayed tasks to ready; say when the next one is due (Redis clock, ms)."""
         k = self.keys
         keys = [k.tasks(queue), k.delayed(queue), *k.ready_all(queue), k.wake(queue)]
-        moved, nxt = self.call("promote", keys, [int(limit)])
-        return int(moved), (None if int(nxt) < 0 else int(nxt))
+        moved, nxt, now = self.call("promote", keys, [int(limit)])
+        return Promoted(int(moved), None if int(nxt) < 0 else int(nxt), int(now))
 
-    def wait(self, queues: Sequence[str], timeout: float) -> bool:
+    def wait(self, queues: Sequence[str], timeout: float, *, schedule: bool = False) -> bool:
         """Block until a wake-up token arrives for one of ``queues`` or ``timeout`` passes.
 
-        A token is a hint (enqueue, retry, promote push one); losing one only delays a
-        task until the next timeout. On Cluster only the first queue's list is watched, as
-        BLPOP cannot span slots; the timeout bounds the others.
+        Executors wait for ready tasks (``wake``: enqueue, redo, promote push one);
+        schedulers for delayed ones (``schedule=True``: a delayed enqueue or a retry). A
+        token is a hint; losing one only delays a task until the next timeout. Redis fires
+        a BLPOP timeout only on its own clock tick (up to 100 ms late with the default
+        ``hz 10``), so callers that need a precise instant wait for it on the client. On
+        Cluster only the first queue's list is watched, as BLPOP cannot span slots.
         """
-        keys = [self.keys.wake(q) for q in queues]
+        name = self.keys.schedule if schedule else self.keys.wake
+        keys = [name(q) for q in queues]
         if self.is_cluster:
             keys = keys[:1]
         timeout = min(max(timeout, 0.001), MAX_BLOCK)

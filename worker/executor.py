@@ -177,15 +177,8 @@ class Executor(threading.Thread):
         return leased
 
     def wait_for_work(self) -> None:
-        """Move due delayed tasks, then block on the wake lists until the next due time."""
-        timeout = self.cfg.idle_wait
-        now_ms = time.time() * 1000
-        for queue in self.spec.queues:
-            _, nxt = self.storage.promote(queue)
-            if nxt is not None:
-                timeout = min(timeout, max(0.0, (nxt - now_ms) / 1000))
-        if timeout > 0:
-            self.storage.wait(self.spec.queues, timeout)
+        """Block on the wake lists until a task is ready (or ``idle_wait`` passes)."""
+        self.storage.wait(self.spec.queues, self.cfg.idle_wait)
 
     def give_back(self, leases: list[Leased]) -> None:
         by_queue: dict[str, list[tuple[str, int]]] = {}

@@ -32,6 +32,7 @@ from ztq.core.workers import (
 from ztq.worker.config import ThreadSpec, WorkerConfig
 from ztq.worker.execute import Killed, SoftTimeout
 from ztq.worker.executor import Executor
+from ztq.worker.scheduler import Scheduler
 from ztq.worker.sysinfo import SysInfo
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,7 @@ class Worker:
         self.threads_lock = threading.Lock()
         self._signals = 0
         self.command_thread: threading.Thread | None = None
+        self.scheduler: Scheduler | None = None
 
     # -- setup -------------------------------------------------------------------------------
     def setup(self) -> None:
@@ -175,6 +177,14 @@ class Worker:
                 cur.timed_out = True
                 ex.guard.interrupt(ex, SoftTimeout)
 
+    def served_queues(self) -> list[str]:
+        """The queues this worker's live executors watch (changes with set_threads)."""
+        queues: list[str] = []
+        for ex in list(self.executors):
+            if ex.is_alive() and not ex.retired.is_set():
+                queues += [q for q in ex.spec.queues if q not in queues]
+        return queues or list(self.cfg.queues)
+
     def queues_drained(self) -> bool:
         """Burst mode: nothing ready or delayed in this worker's queues, nothing running here."""
         if any(ex.current is not None for ex in self.executors):
@@ -278,6 +288,8 @@ class Worker:
     def run(self) -> None:
         self.setup()
         self.start_executors()
+        self.scheduler = Scheduler(self)
+        self.scheduler.start()
         self.command_thread = threading.Thread(
             target=self.command_loop, name="ztq-commands", daemon=True
         )

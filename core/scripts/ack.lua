@@ -1,7 +1,7 @@
 -- Finish tasks that ran to success, in one call for a batch.
 -- KEYS (shared with fail.lua): 1 tasks, 2 running, 3 done (id -> expiry ms), 4 errors,
 --       5 delayed, 6 history, 7 stats (this minute), 8 ready:high, 9 ready:normal,
---       10 ready:low, 11 wake
+--       10 ready:low, 11 wake, 12 schedule
 -- ARGV: 1 worker id, 2 result ttl ms (0 = drop the record now), 3 history maxlen,
 --       then per task 4 fields: id, attempts (fencing token), task name, result JSON ('' = none)
 -- Returns: the ids whose ack was refused (lease lost to another run, or record gone).

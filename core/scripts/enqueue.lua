@@ -1,6 +1,6 @@
 -- Enqueue one task, deduplicating by id.
 -- KEYS: 1 tasks, 2 ready:high, 3 ready:normal, 4 ready:low, 5 delayed, 6 errors, 7 done,
---       8 wake, 9 cronlast
+--       8 wake, 9 cronlast, 10 schedule
 -- ARGV: 1 id, 2 payload JSON, 3 priority, 4 delay_ms (0 = now; an absolute eta is turned
 --       into a delay by the client), 5 first (0/1), 6 cron entry name ('' = not cron),
 --       7 cron tick (ms)
@@ -48,12 +48,16 @@ meta = {state = 'queued', enqueued = now}
 if prio ~= 'normal' then meta.prio = prio end
 if delay > 0 then
   meta.state, meta.due = 'delayed', now + delay
+  save(KEYS[1], id, meta, payload)
   redis.call('ZADD', KEYS[5], now + delay, id)
-elseif first then
+  wake(KEYS[10])  -- a scheduler may have to wake up sooner than it planned
+  return {id, 'added'}
+end
+save(KEYS[1], id, meta, payload)
+if first then
   redis.call('LPUSH', ready_list(ready, prio), id)
 else
   redis.call('RPUSH', ready_list(ready, prio), id)
 end
-save(KEYS[1], id, meta, payload)
 wake(KEYS[8])
 return {id, 'added'}

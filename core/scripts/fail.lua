@@ -1,6 +1,7 @@
 -- A run failed: schedule a retry, or move the task to the queue's error list.
 -- KEYS (shared with ack.lua): 1 tasks, 2 running, 3 done, 4 errors, 5 delayed, 6 history,
---       7 stats (this minute), 8 ready:high, 9 ready:normal, 10 ready:low, 11 wake
+--       7 stats (this minute), 8 ready:high, 9 ready:normal, 10 ready:low, 11 wake,
+--       12 schedule
 -- ARGV: 1 worker id, 2 id, 3 attempts (fencing token), 4 task name, 5 error "Type: message",
 --       6 traceback, 7 retry delay ms (-1 = no retry: to the error list), 8 history maxlen
 -- Returns: 'error', 'retry', 'rerun' (an identical enqueue arrived meanwhile: queued again)
@@ -35,7 +36,7 @@ if retry >= 0 then
   meta.state, meta.due = 'delayed', now + retry
   save(KEYS[1], id, meta, payload)
   redis.call('ZADD', KEYS[5], now + retry, id)
-  wake(KEYS[11])
+  wake(KEYS[12])
   return 'retry'
 end
 meta.state, meta.failed = 'error', now

@@ -1,7 +1,8 @@
 -- Move delayed tasks whose due time has come to the tail of their ready list.
 -- KEYS: 1 tasks, 2 delayed, 3 ready:high, 4 ready:normal, 5 ready:low, 6 wake
 -- ARGV: 1 max tasks
--- Returns: {moved, next due ms or -1}. Idempotent: any number of workers may call it.
+-- Returns: {moved, next due ms or -1, Redis time ms}. Idempotent: any number of workers may
+--          call it. The time lets a client wait for the next due instant on Redis's clock.
 local ready = {high = KEYS[3], normal = KEYS[4], low = KEYS[5]}
 local now = now_ms()
 local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
@@ -18,5 +19,5 @@ for _, id in ipairs(due) do
 end
 if moved > 0 then wake(KEYS[6]) end
 local nxt = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-if #nxt == 0 then return {moved, -1} end
-return {moved, tonumber(nxt[2])}
+if #nxt == 0 then return {moved, -1, now} end
+return {moved, tonumber(nxt[2]), now}

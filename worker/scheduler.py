@@ -1,0 +1,51 @@
+"""The scheduler thread: delayed tasks (and retries) become ready on time.
+
+It sleeps until the next due time of the worker's queues and is woken early by the
+``schedule`` list when a delayed task arrives. Redis fires a BLPOP timeout only on its own
+clock tick (up to 100 ms late with the default ``hz 10``), so the last stretch before a due
+time is waited on the client, on Redis's clock as ``promote`` reports it. Any number of
+workers may run it; ``promote`` is idempotent.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING
+
+from ztq.core.errors import ZtqError
+
+if TYPE_CHECKING:
+    from ztq.worker.worker import Worker
+
+log = logging.getLogger(__name__)
+PRECISE = 0.15  # seconds before a due time that are waited on the client
+
+
+class Scheduler(threading.Thread):
+    def __init__(self, worker: Worker) -> None:
+        super().__init__(name="ztq-scheduler", daemon=True)
+        self.worker = worker
+
+    def run(self) -> None:
+        delay = 0.5
+        while not self.worker.stopping.is_set():
+            try:
+                self.step()
+                delay = 0.5
+            except ZtqError as exc:
+                log.warning("scheduler: %s; retrying in %.1fs", exc, delay)
+                self.worker.stopping.wait(delay)
+                delay = min(delay * 2, 5.0)
+
+    def step(self) -> float:
+        """Promote what is due, then wait until the next due time; returns the wait."""
+        queues = self.worker.served_queues()
+        waits = [self.worker.storage.promote(q).wait for q in queues]
+        due = [w for w in waits if w is not None]
+        timeout = min([self.worker.cfg.idle_wait, *due])
+        if due and timeout <= PRECISE:
+            self.worker.stopping.wait(timeout)
+        else:
+            self.worker.storage.wait(queues, max(0.001, timeout - PRECISE), schedule=True)
+        return timeout
