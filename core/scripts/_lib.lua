@@ -31,9 +31,9 @@ local function ready_list(ready, prio)
   return ready[prio] or ready['normal']
 end
 
+-- at most 16 tokens: enough to wake every idle executor that matters, bounded when none is
 local function wake(key)
-  redis.call('LPUSH', key, '1')
-  redis.call('LTRIM', key, 0, 15)
+  if redis.call('LLEN', key) < 16 then redis.call('LPUSH', key, '1') end
 end
 
 local function clear_run(meta)
