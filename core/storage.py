@@ -53,6 +53,19 @@ class Leased:
     payload: str
 
 
+class Reaped(NamedTuple):
+    items: list[tuple[str, str, str]]  # (id, worker that lost it, 'ready' or 'error')
+    next_deadline: int | None  # the earliest lease deadline left (Redis clock, ms)
+    now: int
+
+    @property
+    def wait(self) -> float | None:
+        """Seconds until the next lease may expire, or None when nothing runs."""
+        if self.next_deadline is None:
+            return None
+        return max(0.0, (self.next_deadline - self.now) / 1000)
+
+
 class Promoted(NamedTuple):
     moved: int
     next_due: int | None  # epoch ms on Redis's clock, None when nothing is delayed
@@ -307,8 +320,8 @@ class Storage:
             raise ValueError(f"unknown run info field {field!r}")
         return bool(self.call("progress", [self.keys.tasks(queue)], [task_id, token, field, value]))
 
-    def reap(self, queue: str, max_lost: int, limit: int = 100) -> list[tuple[str, str, str]]:
-        """Return expired leases to ready (or errors): [(id, worker, outcome)]."""
+    def reap(self, queue: str, max_lost: int, limit: int = 100) -> Reaped:
+        """Return expired leases to ready (or errors); say when the next lease expires."""
         k = self.keys
         keys = [
             k.tasks(queue),
@@ -317,10 +330,9 @@ class Storage:
             *k.ready_all(queue),
             k.wake(queue),
         ]
-        reply = self.call("reap", keys, [int(max_lost), int(limit)])
-        return [
-            (str(reply[i]), str(reply[i + 1]), str(reply[i + 2])) for i in range(0, len(reply), 3)
-        ]
+        flat, nxt, now = self.call("reap", keys, [int(max_lost), int(limit)])
+        items = [(str(flat[i]), str(flat[i + 1]), str(flat[i + 2])) for i in range(0, len(flat), 3)]
+        return Reaped(items, None if int(nxt) < 0 else int(nxt), int(now))
 
     def promote(self, queue: str, limit: int = 1000) -> Promoted:
         """Move due delayed tasks to ready; say when the next one is due (Redis clock, ms)."""

@@ -1,10 +1,11 @@
-"""The scheduler thread: delayed tasks (and retries) become ready on time.
+"""The scheduler thread: delayed tasks (and retries) become ready on time, and the tasks of a
+dead worker go back to ready as soon as their lease expires.
 
-It sleeps until the next due time of the worker's queues and is woken early by the
-``schedule`` list when a delayed task arrives. Redis fires a BLPOP timeout only on its own
-clock tick (up to 100 ms late with the default ``hz 10``), so the last stretch before a due
-time is waited on the client, on Redis's clock as ``promote`` reports it. Any number of
-workers may run it; ``promote`` is idempotent.
+It sleeps until the next due time or lease deadline of the worker's queues and is woken
+early by the ``schedule`` list when a delayed task arrives. Redis fires a BLPOP timeout
+only on its own clock tick (up to 100 ms late with the default ``hz 10``), so the last
+stretch before an instant is waited on the client, on Redis's clock as the scripts report
+it. Any number of workers may run it; ``promote`` and ``reap`` are idempotent.
 """
 
 from __future__ import annotations
@@ -39,9 +40,11 @@ class Scheduler(threading.Thread):
                 delay = min(delay * 2, 5.0)
 
     def step(self) -> float:
-        """Promote what is due, then wait until the next due time; returns the wait."""
+        """Promote what is due, reap expired leases, then wait until the next instant that
+        matters (due time or lease deadline); returns the wait."""
         queues = self.worker.served_queues()
         waits = [self.worker.storage.promote(q).wait for q in queues]
+        waits += [self.worker.reap(q).wait for q in queues]
         due = [w for w in waits if w is not None]
         timeout = min([self.worker.cfg.idle_wait, *due])
         if due and timeout <= PRECISE:

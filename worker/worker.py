@@ -20,7 +20,7 @@ from typing import Any
 import ztq.core as ztq
 from ztq.core.cron import CronTable
 from ztq.core.errors import ConfigError, ZtqError
-from ztq.core.storage import Storage
+from ztq.core.storage import Reaped, Storage
 from ztq.core.workers import (
     disabled_cron,
     get_worker,
@@ -103,19 +103,21 @@ class Worker:
         self.renew_leases()
         self.heartbeat()
         for queue in self.storage.queues():
-            for task_id, worker, outcome in self.storage.reap(queue, self.cfg.max_lost):
-                log_event(
-                    self.storage,
-                    "lost",
-                    worker,
-                    f"task {task_id} of queue {queue} went back to {outcome}",
-                )
-                log.warning("lease of task %s (worker %s) expired: %s", task_id, worker, outcome)
+            self.reap(queue)
             self.storage.promote(queue)
         if self.cron is not None and self.cron.entries and self.cron.due_now(now):
             _, self.next_cron = self.cron.fire(now, skip=disabled_cron(self.storage))
             self.publish_cron()
         self.watch_timeouts(now)
+
+    def reap(self, queue: str) -> Reaped:
+        """Hand back the tasks of dead workers in ``queue``, and log each in the event log."""
+        reaped = self.storage.reap(queue, self.cfg.max_lost)
+        for task_id, worker, outcome in reaped.items:
+            message = f"task {task_id} of queue {queue} went back to {outcome}"
+            log_event(self.storage, "lost", worker, message)
+            log.warning("lease of task %s (worker %s) expired: %s", task_id, worker, outcome)
+        return reaped
 
     def renew_leases(self) -> None:
         held: dict[str, list[tuple[str, int]]] = {}

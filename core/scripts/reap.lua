@@ -1,7 +1,8 @@
 -- Hand back the tasks whose lease expired (their worker died or froze).
 -- KEYS: 1 tasks, 2 running, 3 errors, 4 ready:high, 5 ready:normal, 6 ready:low, 7 wake
 -- ARGV: 1 max times a task may lose its worker before it is a poison pill, 2 max tasks
--- Returns: flat list {id, worker, outcome ('ready' or 'error'), ...} for the event log.
+-- Returns: {{id, worker, outcome ('ready' or 'error'), ...}, next lease deadline ms or -1,
+--          Redis time ms}: the reaped tasks for the event log, and when to look again.
 local ready = {high = KEYS[4], normal = KEYS[5], low = KEYS[6]}
 local max_lost, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
 local now = now_ms()
@@ -29,4 +30,5 @@ for _, id in ipairs(expired) do
   end
 end
 if #out > 0 then wake(KEYS[7]) end
-return out
+local nxt = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+return {out, #nxt == 0 and -1 or tonumber(nxt[2]), now}

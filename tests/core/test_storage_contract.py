@@ -199,7 +199,7 @@ def test_expired_lease_returns_to_ready_and_stale_ack_is_refused(storage: Storag
     h = t.add.delay(1, 2)
     [first] = storage.fetch("default", "w1", "t0", 50, 1)
     time.sleep(0.1)
-    assert storage.reap("default", max_lost=3) == [(h.id, "w1", "ready")]
+    assert storage.reap("default", max_lost=3).items == [(h.id, "w1", "ready")]
     [second] = storage.fetch("default", "w2", "t0", 30_000, 1)
     assert second.token == first.token + 1
     # the first worker wakes up and tries to finish: refused (fencing token)
@@ -216,7 +216,7 @@ def test_poison_pill_goes_to_errors_after_max_lost(storage: Storage) -> None:
     for i in range(2):
         storage.fetch("default", f"w{i}", "t0", 10, 1)
         time.sleep(0.03)
-        outcome = storage.reap("default", max_lost=2)
+        outcome = storage.reap("default", max_lost=2).items
     assert outcome == [(h.id, "w1", "error")]
     rec = h.record()
     assert rec is not None and rec.state == "error" and "poison pill" in rec.get("error")

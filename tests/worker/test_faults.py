@@ -63,7 +63,7 @@ def test_sigkill_mid_task_loses_nothing(redis_url: str, spawn, tmp_path: Path) -
     wait_for(lambda: ztq.ping(h) == "done", timeout=15)
     assert marker.read_text() == "x\n"  # the killed run never wrote; the second did
     assert h.record().get("attempts") == 2
-    assert recovery < LEASE + 2 * HEARTBEAT + 3.0, recovery
+    assert recovery < LEASE + 1.0, recovery  # the scheduler reaps at the lease deadline
     storage = ztq.get_storage()
     events = [e[1] for e in storage.client.xrange(storage.keys.events)]
     assert any(e["kind"] == "lost" and e["worker"] == "victim" for e in events)
