@@ -1,4 +1,4 @@
-"""Sending prepared calls to Redis: one script call per task, batched where possible."""
+"""Sending prepared calls to Redis: one script call per task, or per chunk of a batch."""
 
 from __future__ import annotations
 
@@ -10,23 +10,17 @@ from ztq.core.calls import TaskCall
 from ztq.core.connection import get_storage
 from ztq.core.handle import TaskHandle
 from ztq.core.scripts import Op
-from ztq.core.storage import Storage
+from ztq.core.storage import EnqueueEntry
 from ztq.core.transaction import current_buffer
 
 log = logging.getLogger(__name__)
+CHUNK = 500  # tasks per script call in a batch: Redis stays responsive (a few ms per call)
 
 
-def _op(storage: Storage, call: TaskCall, task_id: str, cron: tuple[str, int] | None) -> Op:
+def entry(call: TaskCall, task_id: str, cron: tuple[str, int] | None = None) -> EnqueueEntry:
     name, tick = cron or ("", 0)
-    return storage.enqueue_op(
-        call.queue,
-        task_id,
-        call.payload(),
-        priority=call.priority,
-        delay_ms=call.delay_ms(),
-        first=call.first,
-        cron_name=name,
-        cron_tick_ms=tick,
+    return EnqueueEntry(
+        task_id, call.payload(), call.priority, call.delay_ms(), call.first, name, tick
     )
 
 
@@ -39,23 +33,32 @@ def send(call: TaskCall, *, cron: tuple[str, int] | None = None) -> TaskHandle:
         return TaskHandle(task_id, call.queue, call.connection, "buffered")
     storage = get_storage(call.connection)
     storage.register_queue(call.queue)
-    name, keys, args = _op(storage, call, task_id, cron)
+    name, keys, args = storage.enqueue_op(call.queue, [entry(call, task_id, cron)])
     returned_id, outcome = storage.call(name, keys, args)
     log.debug("enqueue %s %s -> %s", call.task, returned_id, outcome)
     return TaskHandle(str(returned_id), call.queue, call.connection, str(outcome))
 
 
 def send_many(items: Sequence[tuple[TaskCall, str]]) -> list[TaskHandle]:
-    """Write buffered calls: one round trip per connection, in the order given."""
-    by_conn: dict[str, list[tuple[int, TaskCall, str]]] = defaultdict(list)
-    for pos, (call, task_id) in enumerate(items):
-        by_conn[call.connection].append((pos, call, task_id))
+    """Write buffered calls: one round trip per connection; the tasks of one queue go in
+    chunks of ``CHUNK`` per script call, in the order given."""
+    by_conn: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for pos, (call, _) in enumerate(items):
+        by_conn[call.connection][call.queue].append(pos)
     handles: list[TaskHandle | None] = [None] * len(items)
-    for conn, group in by_conn.items():
+    for conn, by_queue in by_conn.items():
         storage = get_storage(conn)
-        for q in sorted({call.queue for _, call, _ in group}):
-            storage.register_queue(q)
-        replies = storage.execute([_op(storage, call, task_id, None) for _, call, task_id in group])
-        for (pos, call, _), (rid, outcome) in zip(group, replies, strict=True):
-            handles[pos] = TaskHandle(str(rid), call.queue, conn, str(outcome))
+        ops: list[Op] = []
+        chunks: list[list[int]] = []
+        for queue, positions in by_queue.items():
+            storage.register_queue(queue)
+            for start in range(0, len(positions), CHUNK):
+                chunk = positions[start : start + CHUNK]
+                ops.append(storage.enqueue_op(queue, [entry(*items[p]) for p in chunk]))
+                chunks.append(chunk)
+        for chunk, reply in zip(chunks, storage.execute(ops), strict=True):
+            for n, pos in enumerate(chunk):
+                call = items[pos][0]
+                rid, outcome = reply[2 * n], reply[2 * n + 1]
+                handles[pos] = TaskHandle(str(rid), call.queue, conn, str(outcome))
     return [h for h in handles if h is not None]

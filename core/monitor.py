@@ -20,7 +20,7 @@ from typing import Any
 
 from ztq.core.record import TaskRecord
 from ztq.core.states import PRIORITIES
-from ztq.core.storage import Storage
+from ztq.core.storage import EnqueueEntry, Storage
 
 MAX_PAGE = 500
 _ZCURSOR = re.compile(r"^(-?\d{1,16})\.(\d{1,9})$")
@@ -420,9 +420,12 @@ def run_first(storage: Storage, queue: str, ids: Sequence[str]) -> int:
     """Move pending (queued or delayed) tasks to the head of their ready list, in one round
     trip; the first id given runs first. Returns how many were moved."""
     recs = fetch_records(storage, [(queue, i) for i in ids])
-    ops = [
-        storage.enqueue_op(queue, r.id, r.payload_text, priority=r.priority, first=True)
+    entries = [
+        EnqueueEntry(r.id, r.payload_text, r.priority, first=True)
         for r in reversed([r for r in recs if r is not None])
         if r.state.value in ("queued", "delayed")
     ]
-    return sum(1 for _, outcome in storage.execute(ops) if outcome == "moved")
+    if not entries:
+        return 0
+    reply = storage.call(*storage.enqueue_op(queue, entries))
+    return sum(1 for outcome in reply[1::2] if outcome == "moved")

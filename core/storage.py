@@ -53,6 +53,18 @@ class Leased:
     payload: str
 
 
+class EnqueueEntry(NamedTuple):
+    """One task for :meth:`Storage.enqueue_op`."""
+
+    id: str
+    payload: str
+    priority: Priority | str = Priority.NORMAL
+    delay_ms: int = 0
+    first: bool = False
+    cron_name: str = ""
+    cron_tick_ms: int = 0
+
+
 class Reaped(NamedTuple):
     items: list[tuple[str, str, str]]  # (id, worker that lost it, 'ready' or 'error')
     next_deadline: int | None  # the earliest lease deadline left (Redis clock, ms)
@@ -165,18 +177,11 @@ class Storage:
             return sum(int(n) for n in pipe.execute())
 
     # -- enqueue -----------------------------------------------------------------------------
-    def enqueue_op(
-        self,
-        queue: str,
-        task_id: str,
-        payload: str,
-        *,
-        priority: Priority | str = Priority.NORMAL,
-        delay_ms: int = 0,
-        first: bool = False,
-        cron_name: str = "",
-        cron_tick_ms: int = 0,
-    ) -> Op:
+    def enqueue_op(self, queue: str, entries: Sequence[EnqueueEntry]) -> Op:
+        """One script call that enqueues ``entries`` (all of ``queue``) in order.
+
+        The reply is ``[id, outcome, id, outcome, ...]``; see ``scripts/enqueue.lua``.
+        """
         keys = self._enqueue_keys.get(queue)
         if keys is None:
             k = self.keys
@@ -191,9 +196,12 @@ class Storage:
                 k.schedule(queue),
             ]
             self._enqueue_keys[queue] = keys
-        level = priority.value if isinstance(priority, Priority) else priority
-        args = [task_id, payload, level, max(0, int(delay_ms)), int(first)]
-        return ("enqueue", keys, [*args, cron_name, int(cron_tick_ms)])
+        args: list[Any] = []
+        for e in entries:
+            level = e.priority.value if isinstance(e.priority, Priority) else e.priority
+            args += [e.id, e.payload, level, max(0, int(e.delay_ms)), int(e.first), e.cron_name,
+                     int(e.cron_tick_ms)]  # fmt: skip
+        return ("enqueue", keys, args)
 
     # -- worker side -------------------------------------------------------------------------
     def fetch_op(self, queue: str, worker: str, thread: str, lease_ms: int, limit: int) -> Op:

@@ -23,6 +23,7 @@ from ztq.console.web import (
 from ztq.core import monitor, streams
 from ztq.core.calls import TaskCall
 from ztq.core.errors import ZtqError
+from ztq.core.storage import EnqueueEntry
 from ztq.core.workers import set_cron_enabled
 
 STATUSES = ("done", "failed", "retry")
@@ -125,8 +126,8 @@ def cron_run(request: Any) -> Any:
         return back(request, done)
     storage = request.storage
     storage.register_queue(call.queue)
-    op = storage.enqueue_op(call.queue, call.resolve_id(), call.payload(), priority=call.priority)
-    task_id, outcome = storage.call(*op)
+    entry = EnqueueEntry(call.resolve_id(), call.payload(), call.priority)
+    task_id, outcome = storage.call(*storage.enqueue_op(call.queue, [entry]))
     audit(request, "run cron now", queue=call.queue, ids=[str(task_id)], detail=name)
     flash(request, request.t("Enqueued {name} now (task {id}).", name=name, id=task_id))
     return back(request, done)
