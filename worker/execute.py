@@ -56,6 +56,9 @@ def _failure(task: str, exc: BaseException, *, permanent: bool = False, kind: st
 
 
 def encode_result(value: Any) -> str:
+    """The result as JSON, or '' for ``None`` (nothing to send or store: most tasks)."""
+    if value is None:
+        return ""
     try:
         return json.dumps(value, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError):

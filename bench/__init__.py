@@ -1,0 +1,1 @@
+"""ztq benchmarks against RQ, huey, dramatiq, Celery and arq: ``make bench`` (see run.py)."""
