@@ -56,29 +56,27 @@ def _reset_stats() -> None:
     stamp_client().config_resetstat()
 
 
+def _profiled(peer: ZtqPeer, out: Profiles, label: str, run: Any, n: int) -> tuple[float, str]:
+    """Run ``run(0, n)`` under the profiler on a clean Redis: (tasks/s, call tree)."""
+    peer.reset()
+    _reset_stats()
+    prof = Profiler(interval=INTERVAL)
+    prof.start()
+    t0 = time.perf_counter()
+    run(0, n)
+    rate = n / (time.perf_counter() - t0)
+    prof.stop()
+    _evalsha(out, label)
+    return rate, _tree(prof)
+
+
 def profile_enqueue(peer: ZtqPeer, n: int, bulk_n: int, out: Profiles) -> None:
     peer.reset()
     peer.enqueue_serial(0, 100)  # connect, load scripts
-    peer.reset()
-    _reset_stats()
-    prof = Profiler(interval=INTERVAL)
-    prof.start()
-    t0 = time.perf_counter()
-    peer.enqueue_serial(0, n)
-    out.enqueue_rate = n / (time.perf_counter() - t0)
-    prof.stop()
-    out.enqueue_tree = _tree(prof)
-    _evalsha(out, "enqueue (one by one)")
-    peer.reset()
-    _reset_stats()
-    prof = Profiler(interval=INTERVAL)
-    prof.start()
-    t0 = time.perf_counter()
-    peer.enqueue_bulk(0, bulk_n)
-    out.bulk_rate = bulk_n / (time.perf_counter() - t0)
-    prof.stop()
-    out.bulk_tree = _tree(prof)
-    _evalsha(out, "enqueue (transaction)")
+    one = _profiled(peer, out, "enqueue (one by one)", peer.enqueue_serial, n)
+    out.enqueue_rate, out.enqueue_tree = one
+    bulk = _profiled(peer, out, "enqueue (transaction)", peer.enqueue_bulk, bulk_n)
+    out.bulk_rate, out.bulk_tree = bulk
 
 
 def _drain_in_process(peer: ZtqPeer, n: int, level: int, prof: Profiler | None) -> float:
