@@ -108,10 +108,37 @@ class Storage:
         self.url = url
         self.is_cluster = isinstance(client, redis.RedisCluster)
         self._known_queues: set[str] = set()
-        self._enqueue_keys: dict[str, list[str]] = {}  # the hot path builds them once per queue
+        self._key_lists: dict[tuple[str, str], list[str]] = {}  # hot paths: once per queue
 
     def __repr__(self) -> str:
         return f"<Storage {safe_url(self.url)} prefix={self.keys.prefix!r}>"
+
+    def _key_list(self, script: str, queue: str) -> list[str]:
+        """KEYS of the hot-path scripts (enqueue, fetch), built once per queue."""
+        keys = self._key_lists.get((script, queue))
+        if keys is None:
+            k = self.keys
+            if script == "enqueue":
+                keys = [
+                    k.tasks(queue),
+                    *k.ready_all(queue),
+                    k.delayed(queue),
+                    k.errors(queue),
+                    k.done(queue),
+                    k.wake(queue),
+                    k.cronlast(queue),
+                    k.schedule(queue),
+                ]
+            else:
+                keys = [
+                    k.tasks(queue),
+                    *k.ready_all(queue),
+                    k.running(queue),
+                    k.paused(queue),
+                    k.wake(queue),
+                ]
+            self._key_lists[(script, queue)] = keys
+        return keys
 
     # -- plumbing ----------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -182,20 +209,7 @@ class Storage:
 
         The reply is ``[id, outcome, id, outcome, ...]``; see ``scripts/enqueue.lua``.
         """
-        keys = self._enqueue_keys.get(queue)
-        if keys is None:
-            k = self.keys
-            keys = [
-                k.tasks(queue),
-                *k.ready_all(queue),
-                k.delayed(queue),
-                k.errors(queue),
-                k.done(queue),
-                k.wake(queue),
-                k.cronlast(queue),
-                k.schedule(queue),
-            ]
-            self._enqueue_keys[queue] = keys
+        keys = self._key_list("enqueue", queue)
         args: list[Any] = []
         for e in entries:
             level = e.priority.value if isinstance(e.priority, Priority) else e.priority
@@ -205,14 +219,7 @@ class Storage:
 
     # -- worker side -------------------------------------------------------------------------
     def fetch_op(self, queue: str, worker: str, thread: str, lease_ms: int, limit: int) -> Op:
-        k = self.keys
-        keys = [
-            k.tasks(queue),
-            *k.ready_all(queue),
-            k.running(queue),
-            k.paused(queue),
-            k.wake(queue),
-        ]
+        keys = self._key_list("fetch", queue)
         return ("fetch", keys, [worker, thread, int(lease_ms), int(limit)])
 
     @staticmethod
