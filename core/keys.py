@@ -75,6 +75,10 @@ class Keys:
         """Wake-up tokens for schedulers: a delayed task (maybe due sooner) arrived."""
         return self._q(queue, "schedule")
 
+    def fence(self, queue: str) -> str:
+        """The queue's lease counter: every lease takes the next fencing token from it."""
+        return self._q(queue, "fence")
+
     def paused(self, queue: str) -> str:
         return self._q(queue, "paused")
 

@@ -45,12 +45,19 @@ def safe_url(url: str) -> str:
 
 @dataclass(frozen=True)
 class Leased:
-    """A task handed to a worker: run it, then ack or fail it presenting ``token``."""
+    """A task handed to a worker: run it, then ack or fail it presenting ``token``.
+
+    ``token`` is unique to this lease and larger than any earlier one of the queue, so a
+    write that presents it after the lease was lost is refused. ``failures`` counts the
+    failed runs before this one in the series (what a task's ``retries`` limits; lost
+    leases are counted apart, against ``max_lost``).
+    """
 
     id: str
     queue: str
     token: int
     payload: str
+    failures: int = 0
 
 
 class EnqueueEntry(NamedTuple):
@@ -136,6 +143,7 @@ class Storage:
                     k.running(queue),
                     k.paused(queue),
                     k.wake(queue),
+                    k.fence(queue),
                 ]
             self._key_lists[(script, queue)] = keys
         return keys
@@ -225,8 +233,8 @@ class Storage:
     @staticmethod
     def parse_fetch(queue: str, reply: Sequence[Any]) -> list[Leased]:
         return [
-            Leased(str(reply[i]), queue, int(reply[i + 1]), str(reply[i + 2]))
-            for i in range(0, len(reply), 3)
+            Leased(str(reply[i]), queue, int(reply[i + 1]), str(reply[i + 3]), int(reply[i + 2]))
+            for i in range(0, len(reply), 4)
         ]
 
     def fetch(
@@ -329,11 +337,15 @@ class Storage:
             args += [task_id, token]
         return int(self.call("release", keys, args))
 
-    def set_run_info(self, queue: str, task_id: str, token: int, field: str, value: str) -> bool:
-        """Store progress / comment / pid of a running task (ignored after its lease ended)."""
+    def set_run_info(
+        self, queue: str, task_id: str, token: int, worker: str, field: str, value: str
+    ) -> bool:
+        """Store progress / comment / pid of a running task; False (nothing stored) when
+        this run (``token``, ``worker``) does not hold the task's lease any more."""
         if field not in ("progress", "comment", "pid"):
             raise ValueError(f"unknown run info field {field!r}")
-        return bool(self.call("progress", [self.keys.tasks(queue)], [task_id, token, field, value]))
+        args = [task_id, token, worker, field, value]
+        return bool(self.call("progress", [self.keys.tasks(queue)], args))
 
     def reap(self, queue: str, max_lost: int, limit: int = 100) -> Reaped:
         """Return expired leases to ready (or errors); say when the next lease expires."""

@@ -25,7 +25,8 @@ class RunContext:
     storage: Storage
     queue: str
     task_id: str
-    token: int
+    token: int  # the fencing token of this run's lease
+    worker: str  # the worker holding the lease (reports are checked against both)
     task: str
     on_progress: TaskCall | None = None
     child_pid: int | None = None
@@ -56,7 +57,9 @@ def report_progress(**data: Any) -> bool:
     if ctx is None:
         return False
     text = json.dumps(data, separators=(",", ":"), default=str)
-    stored = ctx.storage.set_run_info(ctx.queue, ctx.task_id, ctx.token, "progress", text)
+    stored = ctx.storage.set_run_info(
+        ctx.queue, ctx.task_id, ctx.token, ctx.worker, "progress", text
+    )
     if stored and ctx.on_progress is not None:
         try:
             ctx.on_progress.with_options(
@@ -77,11 +80,16 @@ def report_job(pid: int | None = None, comment: str | None = None) -> bool:
         if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 1:
             raise ValueError(f"pid must be an int > 1, not {pid!r}")
         ctx.child_pid = pid
-        ok = ctx.storage.set_run_info(ctx.queue, ctx.task_id, ctx.token, "pid", str(pid)) and ok
+        ok = (
+            ctx.storage.set_run_info(ctx.queue, ctx.task_id, ctx.token, ctx.worker, "pid", str(pid))
+            and ok
+        )
     if comment is not None:
         ctx.comment = str(comment)[:500]
         ok = (
-            ctx.storage.set_run_info(ctx.queue, ctx.task_id, ctx.token, "comment", ctx.comment)
+            ctx.storage.set_run_info(
+                ctx.queue, ctx.task_id, ctx.token, ctx.worker, "comment", ctx.comment
+            )
             and ok
         )
     return ok

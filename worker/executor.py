@@ -217,7 +217,9 @@ class Executor(threading.Thread):
     ) -> Outcome:
         timeout = opts.get("timeout")
         on_progress = TaskCall.from_dict(opts["on_progress"]) if opts.get("on_progress") else None
-        ctx = RunContext(self.storage, lease.queue, lease.id, lease.token, tf.name, on_progress)
+        ctx = RunContext(
+            self.storage, lease.queue, lease.id, lease.token, self.worker.id, tf.name, on_progress
+        )
         now = time.time()
         self.current = Running(lease, tf.name, now, now + timeout if timeout else None, ctx)
         log.info(
@@ -225,7 +227,7 @@ class Executor(threading.Thread):
             lease.id,
             tf.name,
             lease.queue,
-            lease.token,
+            lease.failures + 1,
         )
         if self.slot is not None:
             message = (
@@ -233,6 +235,7 @@ class Executor(threading.Thread):
                 lease.queue,
                 lease.id,
                 lease.token,
+                self.worker.id,
                 tf.name,
                 opts.get("on_progress"),
                 timeout,
@@ -269,14 +272,16 @@ class Executor(threading.Thread):
         self.failed_count += 1
         delay = -1.0
         retries = int(opts.get("retries", 0) or 0)
-        if outcome.retry_delay is not None and lease.token < MAX_RETRY_ATTEMPTS:
+        # this failure's number in the series: lost leases do not count (max_lost does)
+        failure = lease.failures + 1
+        if outcome.retry_delay is not None and failure < MAX_RETRY_ATTEMPTS:
             delay = (
                 outcome.retry_delay
                 if outcome.retry_delay >= 0
-                else backoff(lease.token, self.cfg.retry_backoff)
+                else backoff(failure, self.cfg.retry_backoff)
             )
-        elif not outcome.permanent and lease.token <= retries:
-            delay = backoff(lease.token, self.cfg.retry_backoff)
+        elif not outcome.permanent and failure <= retries:
+            delay = backoff(failure, self.cfg.retry_backoff)
         if delay < 0:
             extra = {"error_code": outcome.error_type, "error_message": outcome.message}
             self._callback(opts.get("on_failure"), extra)

@@ -44,12 +44,13 @@ def _child_main(conn: Any, imports: tuple[str, ...], url: str, prefix: str) -> N
             msg = conn.recv()
         except EOFError:
             return
-        payload, queue, task_id, token, task, on_progress, timeout = msg
+        payload, queue, task_id, token, worker, task, on_progress, timeout = msg
         ctx = RunContext(
             storage,
             queue,
             task_id,
             token,
+            worker,
             task,
             TaskCall.from_dict(on_progress) if on_progress else None,
         )

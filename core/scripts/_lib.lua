@@ -36,6 +36,23 @@ local function wake(key)
   if redis.call('LLEN', key) < 16 then redis.call('LPUSH', key, '1') end
 end
 
+-- The one ownership check of a run: does the run presenting (token, worker) hold the task's
+-- live lease? `fence` is set by fetch from the queue's lease counter, which only ever grows,
+-- so the token of an earlier lease never matches again whatever happened since (reap, retry,
+-- redo, rerun, delete and enqueue again). Every write of a run (ack, fail, renew, progress,
+-- release) goes through here.
+local function holds(meta, token, worker)
+  return meta ~= nil and meta.state == 'running' and meta.fence == tonumber(token)
+    and meta.worker == worker
+end
+
+-- A new series of runs (redo, or an identical enqueue that arrived during a run): the counts
+-- that `retries` (failures) and `max_lost` (lost) limit, and the runs shown, start again.
+-- `fence` is not touched: tokens never go back.
+local function new_series(meta)
+  meta.attempts, meta.failures, meta.lost = nil, nil, nil
+end
+
 local function clear_run(meta)
   meta.worker = nil
   meta.thread = nil

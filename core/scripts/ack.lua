@@ -3,7 +3,7 @@
 --       5 delayed, 6 history, 7 stats (this minute), 8 ready:high, 9 ready:normal,
 --       10 ready:low, 11 wake, 12 schedule
 -- ARGV: 1 worker id, 2 result ttl ms (0 = drop the record now), 3 history maxlen,
---       then per task 4 fields: id, attempts (fencing token), task name, result JSON ('' = none)
+--       then per task 4 fields: id, fencing token, task name, result JSON ('' = none)
 -- Returns: the ids whose ack was refused (lease lost to another run, or record gone).
 local ready = {high = KEYS[8], normal = KEYS[9], low = KEYS[10]}
 local worker, ttl, maxlen = ARGV[1], tonumber(ARGV[2]), ARGV[3]
@@ -11,9 +11,9 @@ local now = now_ms()
 local refused = {}
 local acked = 0
 for i = 4, #ARGV, 4 do
-  local id, token, name, result = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], ARGV[i + 3]
+  local id, token, name, result = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local meta, payload = load(KEYS[1], id)
-  if not meta or meta.state ~= 'running' or meta.attempts ~= token or meta.worker ~= worker then
+  if not holds(meta, token, worker) then
     refused[#refused + 1] = id
   else
     redis.call('ZREM', KEYS[2], id)
@@ -26,7 +26,8 @@ for i = 4, #ARGV, 4 do
     clear_run(meta)
     meta.ended = now
     if meta.rerun then
-      meta.rerun, meta.state, meta.attempts, meta.enqueued = nil, 'queued', 0, now
+      meta.rerun, meta.state, meta.enqueued = nil, 'queued', now
+      new_series(meta)
       save(KEYS[1], id, meta, payload)
       redis.call('RPUSH', ready_list(ready, meta.prio), id)
       wake(KEYS[11])

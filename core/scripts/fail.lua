@@ -2,15 +2,15 @@
 -- KEYS (shared with ack.lua): 1 tasks, 2 running, 3 done, 4 errors, 5 delayed, 6 history,
 --       7 stats (this minute), 8 ready:high, 9 ready:normal, 10 ready:low, 11 wake,
 --       12 schedule
--- ARGV: 1 worker id, 2 id, 3 attempts (fencing token), 4 task name, 5 error "Type: message",
+-- ARGV: 1 worker id, 2 id, 3 fencing token, 4 task name, 5 error "Type: message",
 --       6 traceback, 7 retry delay ms (-1 = no retry: to the error list), 8 history maxlen
 -- Returns: 'error', 'retry', 'rerun' (an identical enqueue arrived meanwhile: queued again)
 --          or 'refused' (lease lost to another run; nothing changed).
 local ready = {high = KEYS[8], normal = KEYS[9], low = KEYS[10]}
-local worker, id, token, name = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local worker, id, token, name = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local err, tb, retry, maxlen = ARGV[5], ARGV[6], tonumber(ARGV[7]), ARGV[8]
 local meta, payload = load(KEYS[1], id)
-if not meta or meta.state ~= 'running' or meta.attempts ~= token or meta.worker ~= worker then
+if not holds(meta, token, worker) then
   return 'refused'
 end
 local now = now_ms()
@@ -26,12 +26,14 @@ meta.error, meta.traceback, meta.ended = err, tb, now
 meta.failed_worker, meta.failed_thread = worker, meta.thread
 clear_run(meta)
 if meta.rerun then
-  meta.rerun, meta.state, meta.attempts, meta.enqueued = nil, 'queued', 0, now
+  meta.rerun, meta.state, meta.enqueued = nil, 'queued', now
+  new_series(meta)
   save(KEYS[1], id, meta, payload)
   redis.call('RPUSH', ready_list(ready, meta.prio), id)
   wake(KEYS[11])
   return 'rerun'
 end
+meta.failures = (meta.failures or 0) + 1  -- what `retries` limits (lost leases do not count)
 if retry >= 0 then
   meta.state, meta.due = 'delayed', now + retry
   save(KEYS[1], id, meta, payload)

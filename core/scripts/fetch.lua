@@ -1,36 +1,45 @@
 -- Lease up to N ready tasks, highest priority first, FIFO within a level.
--- KEYS: 1 tasks, 2 ready:high, 3 ready:normal, 4 ready:low, 5 running, 6 paused, 7 wake
+-- KEYS: 1 tasks, 2 ready:high, 3 ready:normal, 4 ready:low, 5 running, 6 paused, 7 wake,
+--       8 fence (the queue's lease counter)
 -- ARGV: 1 worker id, 2 thread name, 3 lease_ms, 4 max tasks
--- Returns: flat list {id, attempts, payload, ...}. `attempts` is the fencing token that
---          ack/fail/renew must present: a lease handed on after expiry has a higher one.
+-- Returns: flat list {id, token, failures, payload, ...}. `token` is the fencing token that
+--          ack/fail/renew/progress/release must present: it comes from the queue's counter,
+--          so it is larger than every token handed out before for any task of the queue.
+--          `failures` is how many runs of this series failed before (what `retries` counts).
 if redis.call('EXISTS', KEYS[6]) == 1 then return {} end
 local worker, thread, lease, limit = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local now = now_ms()
-local out = {}
-local taken = 0
+local taken = {}
 for i = 2, 4 do
-  while taken < limit do
+  while #taken < limit do
     local id = redis.call('LPOP', KEYS[i])
     if not id then break end
     local meta, payload = load(KEYS[1], id)
     -- an id whose record is gone or not queued any more is a leftover: drop it
     if meta and meta.state == 'queued' then
-      meta.state = 'running'
-      meta.attempts = (meta.attempts or 0) + 1
-      meta.started = now
-      meta.worker, meta.thread = worker, thread
-      meta.rerun = nil
-      save(KEYS[1], id, meta, payload)
-      redis.call('ZADD', KEYS[5], now + lease, id)
-      out[#out + 1] = id
-      out[#out + 1] = meta.attempts
-      out[#out + 1] = payload
-      taken = taken + 1
+      taken[#taken + 1] = {id, meta, payload}
     end
   end
 end
+local out = {}
+if #taken == 0 then return out end
+local first = redis.call('INCRBY', KEYS[8], #taken) - #taken
+for i, t in ipairs(taken) do
+  local id, meta, payload = t[1], t[2], t[3]
+  meta.state = 'running'
+  meta.fence = first + i
+  meta.attempts = (meta.attempts or 0) + 1
+  meta.started = now
+  meta.worker, meta.thread = worker, thread
+  save(KEYS[1], id, meta, payload)
+  redis.call('ZADD', KEYS[5], now + lease, id)
+  out[#out + 1] = id
+  out[#out + 1] = meta.fence
+  out[#out + 1] = meta.failures or 0
+  out[#out + 1] = payload
+end
 -- more is ready than this caller took: wake another idle worker (chain wake-up)
-if taken == limit then
+if #taken == limit then
   for i = 2, 4 do
     if redis.call('LLEN', KEYS[i]) > 0 then wake(KEYS[7]); break end
   end

@@ -1,18 +1,19 @@
 -- Give back leased tasks this worker will not run (graceful stop, prefetched leftovers).
 -- KEYS: 1 tasks, 2 running, 3 ready:high, 4 ready:normal, 5 ready:low, 6 wake
--- ARGV: 1 worker id, then pairs: id, attempts (fencing token)
--- Returns: how many were put back at the head of their ready list. `attempts` is kept (it
---          only ever grows, so a late ack of the released run is still refused).
+-- ARGV: 1 worker id, then pairs: id, fencing token
+-- Returns: how many were put back at the head of their ready list. Neither `failures` nor
+--          `lost` counts a release; a late ack of the released run is refused (its token
+--          is not the live one any more once the task is fetched again).
 local ready = {high = KEYS[3], normal = KEYS[4], low = KEYS[5]}
 local worker = ARGV[1]
 local back = 0
 for i = #ARGV - 1, 2, -2 do
-  local id, token = ARGV[i], tonumber(ARGV[i + 1])
+  local id, token = ARGV[i], ARGV[i + 1]
   local meta, payload = load(KEYS[1], id)
-  if meta and meta.state == 'running' and meta.attempts == token and meta.worker == worker then
+  if holds(meta, token, worker) then
     redis.call('ZREM', KEYS[2], id)
     clear_run(meta)
-    meta.state = 'queued'
+    meta.state, meta.rerun = 'queued', nil
     save(KEYS[1], id, meta, payload)
     redis.call('LPUSH', ready_list(ready, meta.prio), id)
     back = back + 1

@@ -1,14 +1,14 @@
 -- Extend the leases a worker still holds (called by its heartbeat).
 -- KEYS: 1 tasks, 2 running
--- ARGV: 1 worker id, 2 lease ms, then pairs: id, attempts (fencing token)
+-- ARGV: 1 worker id, 2 lease ms, then pairs: id, fencing token
 -- Returns: the ids whose lease this worker no longer holds (reaped and handed on, deleted).
 local worker, lease = ARGV[1], tonumber(ARGV[2])
 local deadline = now_ms() + lease
 local lost = {}
 for i = 3, #ARGV, 2 do
-  local id, token = ARGV[i], tonumber(ARGV[i + 1])
+  local id, token = ARGV[i], ARGV[i + 1]
   local meta = load(KEYS[1], id)
-  if meta and meta.state == 'running' and meta.attempts == token and meta.worker == worker then
+  if holds(meta, token, worker) then
     redis.call('ZADD', KEYS[2], 'XX', deadline, id)
   else
     lost[#lost + 1] = id

@@ -20,7 +20,8 @@ for _, id in ipairs(ids) do
   if meta and meta.state == want and redis.call('ZREM', KEYS[2], id) == 1 then
     meta.state, meta.due, meta.enqueued = 'queued', nil, now
     if want == 'error' then
-      meta.attempts, meta.lost, meta.error, meta.traceback, meta.failed = 0, nil, nil, nil, nil
+      new_series(meta)
+      meta.error, meta.traceback, meta.failed = nil, nil, nil
       meta.redone = (meta.redone or 0) + 1
     end
     save(KEYS[1], id, meta, payload)

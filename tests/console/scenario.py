@@ -144,7 +144,9 @@ def populate(storage: Storage) -> dict[str, Any]:
     # running: leased by w1 and reporting progress
     running = t.sleepy.delay(30, "")
     [lease] = storage.fetch("default", "app-1.4242", "default-0", 60_000, 1)
-    storage.set_run_info("default", lease.id, lease.token, "progress", '{"done": 42, "total": 100}')
+    storage.set_run_info(
+        "default", lease.id, lease.token, "app-1.4242", "progress", '{"done": 42, "total": 100}'
+    )
     ids["running"] = running.id
     # pending work
     ids["queued"] = [t.add.delay(100 + i, 1).id for i in range(12)]

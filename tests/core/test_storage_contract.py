@@ -9,7 +9,7 @@ import pytest
 
 import ztq.core as ztq
 from tests import sample_tasks as t
-from ztq.core.storage import Finished, Storage
+from ztq.core.storage import Finished, Leased, Storage
 
 W = "worker-a"
 
@@ -254,9 +254,12 @@ def test_running_task_is_not_deleted(storage: Storage) -> None:
 def test_progress_is_stored_only_under_the_live_lease(storage: Storage) -> None:
     h = t.add.delay(1, 2)
     [lease] = storage.fetch("default", W, "t0", 30_000, 1)
-    assert storage.set_run_info("default", h.id, lease.token, "progress", '{"pct": 40}')
+    assert storage.set_run_info("default", h.id, lease.token, W, "progress", '{"pct": 40}')
     assert h.progress == {"pct": 40}
-    assert not storage.set_run_info("default", h.id, lease.token + 1, "progress", "{}")
+    assert not storage.set_run_info("default", h.id, lease.token + 1, W, "progress", "{}")
+    # the right token from another worker is refused too: the check is one (token, worker)
+    assert not storage.set_run_info("default", h.id, lease.token, "intruder", "progress", "{}")
+    assert h.progress == {"pct": 40}
 
 
 def test_arguments_survive_lua_untouched(storage: Storage) -> None:
@@ -299,3 +302,80 @@ def test_a_disabled_cron_entry_lets_its_ticks_pass(storage: Storage) -> None:
     assert [h.outcome for h in table.fire(now=tick + 60, skip=disabled_cron(storage))[0]] == [
         "added"
     ]
+
+
+def _lose_lease(storage: Storage, worker: str, thread: str) -> Leased:
+    """Lease the head task with a lease that is already over, and let the reaper take it."""
+    [lease] = storage.fetch("default", worker, thread, 0, 1)
+    assert [item[0] for item in storage.reap("default", max_lost=10).items] == [lease.id]
+    return lease
+
+
+def test_stale_ack_after_a_redo_is_refused(storage: Storage) -> None:
+    """The sequence found from outside: w1/A's lease is reaped, w2 fails it, an operator
+    redoes it, w1/B leases it again. A's late ack must be refused and B's accepted."""
+    h = t.boom.delay("x")
+    a = _lose_lease(storage, "w1", "A")
+    [w2] = storage.fetch("default", "w2", "t0", 30_000, 1)
+    assert storage.fail("default", "w2", h.id, w2.token, t.boom.name, "E: x", "") == "error"
+    assert storage.requeue("default", "error", [h.id]) == 1
+    [b] = storage.fetch("default", "w1", "B", 30_000, 1)
+    assert b.token > w2.token > a.token
+    assert storage.ack("default", "w1", [Finished(h.id, a.token, t.boom.name, '"stale"')]) == [h.id]
+    assert not storage.set_run_info("default", h.id, a.token, "w1", "progress", "{}")
+    assert storage.renew("default", "w1", 30_000, [(h.id, a.token)]) == [h.id]
+    assert storage.release("default", "w1", [(h.id, a.token)]) == 0
+    assert storage.ack("default", "w1", [Finished(h.id, b.token, t.boom.name, '"real"')]) == []
+    assert ztq.ping(h) == "done" and h.result == "real"
+
+
+def test_tokens_never_repeat_across_rerun_reenqueue_and_delete(storage: Storage) -> None:
+    h = t.add.delay(1, 1)
+    tokens = [_lose_lease(storage, "w1", "A").token]
+    [run] = storage.fetch("default", "w1", "B", 30_000, 1)
+    tokens.append(run.token)
+    assert t.add.delay(1, 1).outcome == "rerun"  # an identical enqueue during the run
+    assert storage.ack("default", "w1", [Finished(h.id, run.token, t.add.name)]) == []
+    [rerun] = storage.fetch("default", "w1", "A", 30_000, 1)
+    tokens.append(rerun.token)
+    assert storage.ack("default", "w1", [Finished(h.id, rerun.token, t.add.name)]) == []
+    assert t.add.delay(1, 1).outcome == "added"  # replaces the finished record
+    [again] = storage.fetch("default", "w1", "A", 30_000, 1)
+    tokens.append(again.token)
+    storage.release("default", "w1", [(h.id, again.token)])
+    assert storage.remove("default", [h.id]) == (1, 1)  # deleted, then the same id again
+    assert t.add.delay(1, 1).outcome == "added"
+    [last] = storage.fetch("default", "w1", "A", 30_000, 1)
+    tokens.append(last.token)
+    assert tokens == sorted(set(tokens))  # strictly growing: no token handed out twice
+    for stale in tokens[:-1]:
+        assert storage.ack("default", "w1", [Finished(h.id, stale, t.add.name)]) == [h.id]
+    assert ztq.ping(h) == "running"
+
+
+def test_lost_leases_do_not_use_up_retries(storage: Storage) -> None:
+    """``retries`` counts failures of the task's code; ``max_lost`` counts lost leases."""
+    h = t.boom.delay("x")
+    _lose_lease(storage, "w1", "A")
+    _lose_lease(storage, "w1", "A")
+    [lease] = storage.fetch("default", "w2", "t0", 30_000, 1)
+    assert lease.failures == 0  # two crashes, but the code has not failed yet
+    out = storage.fail(
+        "default", "w2", h.id, lease.token, t.boom.name, "E: x", "", retry_delay_ms=0
+    )
+    assert out == "retry"
+    storage.promote("default")
+    [retry] = storage.fetch("default", "w2", "t0", 30_000, 1)
+    assert retry.failures == 1
+    rec = h.record()
+    assert rec is not None and (rec.get("lost"), rec.get("failures"), rec.get("attempts")) == (
+        2,
+        1,
+        4,
+    )
+    storage.fail("default", "w2", h.id, retry.token, t.boom.name, "E: x", "")
+    assert storage.requeue("default", "error", [h.id]) == 1  # a redo starts a new series
+    [redone] = storage.fetch("default", "w2", "t0", 30_000, 1)
+    rec = h.record()
+    assert redone.failures == 0 and rec is not None
+    assert (rec.get("lost"), rec.get("failures"), rec.get("attempts")) == (None, None, 1)
