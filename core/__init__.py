@@ -14,6 +14,7 @@ from ztq.core.errors import (
     SerializationError,
     StaleLease,
     UnknownTask,
+    UnsupportedTask,
     ZtqError,
 )
 from ztq.core.handle import TaskHandle, ping
@@ -43,6 +44,7 @@ __all__ = [
     "TaskRecord",
     "TaskState",
     "UnknownTask",
+    "UnsupportedTask",
     "ZtqError",
     "add_cron",
     "connect",

@@ -50,5 +50,10 @@ class Retry(ZtqError):  # noqa: N818 - raised by tasks, reads as a verb
         self.delay = delay
 
 
+class UnsupportedTask(ZtqError, TypeError):
+    """A function ztq cannot run as a task: calling it would not run its body (``async def``,
+    generator functions), so a worker could never tell that it had done its work."""
+
+
 class InvalidOption(ZtqError, ValueError):
     """An enqueue or task option has a value of the wrong type or out of range."""

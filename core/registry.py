@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from ztq.core.calls import TaskCall, check_task_name
-from ztq.core.errors import ConfigError, InvalidOption, UnknownTask
+from ztq.core.errors import ConfigError, InvalidOption, UnknownTask, UnsupportedTask
 from ztq.core.handle import TaskHandle
 from ztq.core.keys import check_queue
 from ztq.core.states import Priority
@@ -143,6 +143,7 @@ def task(
         task_name = check_task_name(
             name or f"{f.__module__}.{f.__qualname__}".replace(".<locals>", "")
         )
+        check_runnable(f, task_name)
         check_queue(queue)
         if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
             raise InvalidOption(f"batch_size must be an int >= 1, not {batch_size!r}")
@@ -180,6 +181,31 @@ def task(
     if fn is not None:
         return register(fn)
     return register
+
+
+def check_runnable(f: Callable[..., Any], name: str) -> None:
+    """Refuse functions whose call does not run their body: the worker would count them done.
+
+    ``async def`` (coroutine and async generator functions) and generator functions return
+    an object instead of doing their work; a thread-pool worker cannot drive them.
+    """
+    if not callable(f):
+        raise InvalidOption(f"task {name!r}: {f!r} is not callable")
+    # an instance with an async __call__ is a callable whose call returns a coroutine
+    target = f if inspect.isfunction(f) or inspect.ismethod(f) else type(f).__call__
+    if inspect.iscoroutinefunction(f) or inspect.iscoroutinefunction(target):
+        kind = "an async def (coroutine) function"
+    elif inspect.isasyncgenfunction(f) or inspect.isasyncgenfunction(target):
+        kind = "an async generator function"
+    elif inspect.isgeneratorfunction(f) or inspect.isgeneratorfunction(target):
+        kind = "a generator function (its body runs only when iterated)"
+    else:
+        return
+    raise UnsupportedTask(
+        f"task {name!r} is {kind}: ztq workers run plain functions in threads, and calling it "
+        "would not run its body; make it a plain def (e.g. wrap the coroutine with "
+        "asyncio.run, or return a list)"
+    )
 
 
 def _origin(f: Callable[..., Any]) -> str:

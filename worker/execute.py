@@ -6,13 +6,14 @@ Nothing here talks to Redis except through the task's own reports (``worker.cont
 from __future__ import annotations
 
 import ctypes
+import inspect
 import json
 import threading
 import traceback as tb
 from dataclasses import dataclass
 from typing import Any
 
-from ztq.core.errors import PayloadError, Retry, UnknownTask
+from ztq.core.errors import PayloadError, Retry, UnknownTask, UnsupportedTask
 from ztq.core.record import decode_payload
 from ztq.core.registry import lookup
 
@@ -63,6 +64,15 @@ def encode_result(value: Any) -> str:
         return json.dumps(value, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError):
         return json.dumps(repr(value)[:2000])
+
+
+def not_run(value: Any) -> bool:
+    """True for a value that stands for work not done (a coroutine, a generator): closed, so
+    Python does not warn that a coroutine was never awaited."""
+    if inspect.iscoroutine(value) or inspect.isgenerator(value):
+        value.close()
+        return True
+    return inspect.isasyncgen(value) or inspect.isawaitable(value)
 
 
 def prepare(payload_text: str) -> tuple[Any, list[Any], dict[str, Any], dict[str, Any]] | Outcome:
@@ -146,6 +156,17 @@ def call(
         return out
     except (Exception, Killed) as exc:
         return _failure(tf.name, exc)
+    if not_run(value):
+        # registration refuses such functions; this catches one that slipped through (a
+        # plain function returning a coroutine): it did not do its work, so it is no success
+        return _failure(
+            tf.name,
+            UnsupportedTask(
+                f"task {tf.name!r} returned {type(value).__name__} instead of running its "
+                "work (an async or generator body); nothing was run"
+            ),
+            permanent=True,
+        )
     try:
         return Outcome(ok=True, task=tf.name, result=encode_result(value))
     except (SoftTimeout, Killed) as exc:  # pragma: no cover - a late interrupt
