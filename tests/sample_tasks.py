@@ -149,3 +149,35 @@ def slow_record(path: str, value: str, seconds: float = 0.05) -> None:
     time.sleep(seconds)
     with open(path, "a") as fh:
         fh.write(value + "\n")
+
+
+def _wait_for_file(path: str, limit: float = 30.0) -> None:
+    """Block until ``path`` exists (a test releases the task); give up after ``limit`` s."""
+    deadline = time.monotonic() + limit
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{path} never appeared")
+        time.sleep(0.01)
+
+
+@task
+def reports_then_waits(release: str, comment: str, pct: int) -> str:
+    """Reports a comment and progress, then stays running until ``release`` exists."""
+    from ztq.worker import report_job, report_progress
+
+    report_job(comment=comment)
+    report_progress(pct=pct, of="pages")
+    _wait_for_file(release)
+    return "released"
+
+
+@task
+def held(marker: str, release: str) -> str:
+    """Appends ``start <pid>`` to ``marker``, waits until ``release`` exists, then appends
+    ``end <pid>``: a run whose start and end a test controls, across processes."""
+    with open(marker, "a") as fh:
+        fh.write(f"start {os.getpid()}\n")
+    _wait_for_file(release)
+    with open(marker, "a") as fh:
+        fh.write(f"end {os.getpid()}\n")
+    return "held"

@@ -31,12 +31,12 @@ def test_history_and_stats_are_written(start_worker) -> None:
     wait_for(lambda: ztq.ping(h) == "done")
     storage = ztq.get_storage()
     entries = storage.client.xrange(storage.keys.history("default"))
-    assert entries and entries[-1][1]["id"] == h.id and entries[-1][1]["status"] == "done"
+    assert [(e[1]["id"], e[1]["status"]) for e in entries] == [(h.id, "done")]
     minute = int(time.time() // 60)
     counts = [
         storage.client.hget(storage.keys.stats("default", m), "done") for m in (minute - 1, minute)
     ]
-    assert sum(int(c or 0) for c in counts) >= 1
+    assert sum(int(c or 0) for c in counts) == 1
 
 
 def test_failure_lands_in_error_queue_with_details(start_worker) -> None:
@@ -89,18 +89,26 @@ def test_callbacks_on_success_failure_and_progress(start_worker, tmp_path: Path)
     assert ztq.ping(h1) == "done" and ztq.ping(h2) == "error"
 
 
-def test_progress_and_comment_visible_while_running(start_worker) -> None:
-    start_worker()
+def test_progress_and_comment_visible_while_running(start_worker, tmp_path: Path) -> None:
+    start_worker()  # one thread: the progress callback waits in the queue behind the task
     storage = ztq.get_storage()
-    h = t.sleepy.delay(1.0)
-    wait_for(lambda: ztq.ping(h) == "running")
-    from ztq.core.storage import Leased  # noqa: F401 - documents what the worker holds
-
-    rec = h.record()
-    assert rec is not None and rec.get("worker") and rec.get("thread") == "default-0"
+    release, prog_log = tmp_path / "release", tmp_path / "prog"
+    h = t.reports_then_waits.enqueue(
+        (str(release), "halfway there", 50), on_progress=t.on_prog.prepare((str(prog_log),))
+    )
+    rec = wait_for(lambda: (r := h.record()) is not None and r.get("progress") and r)
+    assert rec.state == "running" and rec.get("thread") == "default-0"
+    assert json.loads(rec.get("progress")) == {"pct": 50, "of": "pages"}
+    assert rec.get("comment") == "halfway there"
     workers = wait_for(lambda: [w for w in list_workers(storage) if w.get("current")])
     assert workers[0].get("current")["default-0"]["id"] == h.id
-    wait_for(lambda: ztq.ping(h) == "done")
+    ready = storage.client.lrange(storage.keys.ready("default", "normal"), 0, -1)
+    [callback] = [storage.record("default", i) for i in ready]
+    assert callback.state == "queued" and callback.task == "tests.sample_tasks.on_prog"
+    assert callback.kwargs == {"progress": {"pct": 50, "of": "pages"}}
+    release.touch()
+    wait_for(lambda: ztq.ping(h) == "done" and read_lines(prog_log) == ["50"])
+    assert h.result == "released"
 
 
 def test_bad_payload_unknown_task_wrong_args_go_to_errors(start_worker) -> None:
