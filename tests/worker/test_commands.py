@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 
 import ztq.core as ztq
 from tests import sample_tasks as t
@@ -16,19 +15,69 @@ def running_on(worker, task_id: str) -> bool:
     return any(ex.current and ex.current.lease.id == task_id for ex in worker.executors)
 
 
+def command_events(storage) -> list[str]:
+    """Messages of the ``command`` entries of the worker event log, oldest first."""
+    entries = storage.client.xrange(storage.keys.events)
+    return [e[1]["message"] for e in entries if e[1]["kind"] == "command"]
+
+
+def live_executors(worker) -> int:
+    return sum(1 for ex in worker.executors if ex.is_alive() and not ex.retired.is_set())
+
+
+def gone(pid: int) -> bool:
+    """The process has exited (and was reaped, or is a zombie waiting for it)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    with open(f"/proc/{pid}/stat") as fh:
+        return fh.read().split()[2] == "Z"
+
+
+class StepCounter:
+    """Counts the loop steps of an executor (each decides afresh whether to fetch)."""
+
+    def __init__(self, executor) -> None:
+        self.started = 0
+        self.finished: list[int] = []
+        original = executor.step
+
+        def step() -> int:
+            n = self.started
+            self.started += 1
+            try:
+                return original()
+            finally:
+                self.finished.append(n)
+
+        executor.step = step
+
+    def wait_for_a_fresh_step(self) -> None:
+        """Wait until a step that began after this call has ended."""
+        mark = self.started
+        wait_for(lambda: any(n >= mark for n in self.finished))
+
+
 def test_pause_and_resume(start_worker) -> None:
     w = start_worker()
     storage = ztq.get_storage()
+    [executor] = w.executors
+    steps = StepCounter(executor)
     assert send_command(storage, w.id, "pause", by="ops")
-    wait_for(lambda: get_worker(storage, w.id).status == "paused")
-    time.sleep(0.3)  # let a fetch that was under way finish
+    wait_for(lambda: command_events(storage) == ["pause by ops"])
+    assert get_worker(storage, w.id).status == "paused"  # written before the event
+    steps.wait_for_a_fresh_step()  # from here on every step of the executor sees the pause
     h = t.add.delay(5, 5)
-    time.sleep(0.6)
+    steps.wait_for_a_fresh_step()  # a whole step since the task became ready: no fetch
+    steps.wait_for_a_fresh_step()
     assert ztq.ping(h) == "queued"
-    send_command(storage, w.id, "resume")
+    assert get_worker(storage, w.id).status == "paused" and executor.is_alive()
+    assert send_command(storage, w.id, "resume", by="ops")
     wait_for(lambda: ztq.ping(h) == "done")
-    kinds = [e[1]["kind"] for e in storage.client.xrange(storage.keys.events)]
-    assert kinds.count("command") == 2
+    assert h.result == 10
+    assert command_events(storage) == ["pause by ops", "resume by ops"]
+    wait_for(lambda: get_worker(storage, w.id).status == "running")
 
 
 def test_set_threads(start_worker) -> None:
@@ -36,6 +85,7 @@ def test_set_threads(start_worker) -> None:
     storage = ztq.get_storage()
     send_command(storage, w.id, "set_threads", queue="default", threads=3)
     wait_for(lambda: get_worker(storage, w.id).get("threads") == {"default": 3})
+    assert live_executors(w) == 3
     send_command(storage, w.id, "set_threads", queue="default", threads=1)
     wait_for(lambda: get_worker(storage, w.id).get("threads") == {"default": 1})
     send_command(storage, w.id, "set_threads", queue="other", threads=2)
@@ -47,10 +97,12 @@ def test_set_threads(start_worker) -> None:
 def test_set_threads_refused_when_config_is_not_active(start_worker) -> None:
     w = start_worker(active_config=False)
     storage = ztq.get_storage()
-    send_command(storage, w.id, "set_threads", queue="default", threads=4)
-    send_command(storage, w.id, "refresh")
-    time.sleep(0.5)
+    send_command(storage, w.id, "set_threads", queue="default", threads=4, by="ops")
+    wait_for(lambda: command_events(storage) == ["set_threads by ops"])  # it arrived
     assert get_worker(storage, w.id).get("threads") == {"default": 1}
+    assert live_executors(w) == 1
+    kinds = [e[1]["kind"] for e in storage.client.xrange(storage.keys.events)]
+    assert "config" not in kinds
 
 
 def test_command_for_unknown_worker_is_refused(redis_url: str) -> None:
@@ -84,14 +136,14 @@ def test_process_slot_kill_and_hard_timeout(start_worker, tmp_path) -> None:
     wait_for(lambda: ztq.ping(stuck) == "error")
     assert stuck.record().get("error").startswith("Killed")
     wait_for(lambda: w.executors[0].slot.pid != slot_pid)
-    # sleep() in C cannot be interrupted by SIGALRM's exception? It can: the soft timeout fires
+    assert gone(slot_pid)  # the killed slot process was not left behind
+    # time.sleep in the slot's child is interrupted by the SIGALRM of the soft timeout
     soft = t.sleepy.enqueue((60,), queue="slow", timeout=0.5)
     wait_for(lambda: ztq.ping(soft) == "error", timeout=20)
     assert soft.record().get("error").startswith("SoftTimeout")
     ok = t.add.enqueue((1, 1), queue="slow")
     wait_for(lambda: ztq.ping(ok) == "done", timeout=20)
     assert ok.result == 2
-    assert os.getpid() != slot_pid
 
 
 def test_report_job_pid_is_killed_with_the_task(start_worker, tmp_path) -> None:
@@ -102,13 +154,4 @@ def test_report_job_pid_is_killed_with_the_task(start_worker, tmp_path) -> None:
     child = int((tmp_path / "pid").read_text())
     send_command(storage, w.id, "kill", thread="default-0", task_id=h.id)
     wait_for(lambda: ztq.ping(h) == "error")
-
-    def gone() -> bool:
-        try:
-            os.kill(child, 0)
-        except ProcessLookupError:
-            return True
-        with open(f"/proc/{child}/stat") as fh:
-            return fh.read().split()[2] == "Z"
-
-    wait_for(gone)
+    wait_for(lambda: gone(child))
