@@ -56,6 +56,7 @@ def test_corrupt_records_decode_with_a_reason() -> None:
     assert "'task' name" in rec.payload_error
 
 
+@pytest.mark.cluster
 def test_named_connection_routes_a_queue_to_another_redis(redis_url: str, redis_cluster) -> None:
     other = ztq.connect(redis_cluster.url, name="reports")
     call = t.add.prepare((3, 4), connection="reports")
