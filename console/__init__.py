@@ -22,7 +22,7 @@ STATIC = ROOT / "static"
 
 def main(global_config: dict[str, Any] | None = None, **settings: Any) -> Any:
     """The WSGI app (``paste.app_factory``); raises ``ConfigError`` on unusable settings."""
-    console = load(settings)
+    console = load(settings, path=(global_config or {}).get("__file__"))
     settings = {
         **settings,
         "jinja2.undefined": "strict",

@@ -1,17 +1,11 @@
-"""The console's settings, read in one place: the ini section, then environment overrides.
+"""The console's settings: resolved by :mod:`ztq.core.settings`, then checked here.
 
-| setting | environment | default |
-|---|---|---|
-| ``ztq.redis_url`` | ``ZTQ_REDIS_URL`` | ``redis://127.0.0.1:6379/0`` |
-| ``ztq.prefix`` | ``ZTQ_PREFIX`` | ``ztq`` |
-| ``ztq.console.secret`` | ``ZTQ_CONSOLE_SECRET`` | none: the console refuses to start |
-| ``ztq.console.users`` | ``ZTQ_CONSOLE_USERS`` | none: the console refuses to start |
-| ``ztq.console.secure_cookies`` | ``ZTQ_CONSOLE_SECURE_COOKIES`` | ``false`` (true behind HTTPS) |
-| ``ztq.console.session_hours`` | | ``12`` |
-| ``ztq.console.lost_after`` | | ``30`` seconds without a heartbeat |
-| ``ztq.console.page_size`` | | ``50`` |
-| ``ztq.console.bulk_batch`` | | ``500`` tasks per script call of a bulk action |
-| ``ztq.console.bulk_seconds`` | | ``0.5``: time a bulk request works before showing progress |
+One rule for every setting: environment > ini (the Pyramid settings of ``[app:main]``) >
+default; see ``docs/settings.md`` for the table. The console reads ``ztq.redis_url``,
+``ztq.prefix`` and ``ztq.console.*`` (environment ``ZTQ_REDIS_URL``, ``ZTQ_PREFIX``,
+``ZTQ_CONSOLE_<NAME>``). Served by ``pserve app.ini``, it also reads the worker section of
+the same file (``[ztq:worker]``) and refuses a Redis URL or prefix that differs from
+``[app:main]``: the console and a worker reading one file must look at the same keys.
 
 ``ztq.console.users`` holds one user a line, ``NAME ROLE HASH`` (``ZTQ_CONSOLE_USERS`` may
 separate users with ``;`` too); ROLE is ``viewer`` or ``operator``; HASH comes from
@@ -24,20 +18,15 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from ztq.core import settings as ztq_settings
 from ztq.core.errors import ConfigError
 from ztq.core.passwords import is_valid_hash
 
 ROLES = ("viewer", "operator")
 USER_NAME = re.compile(r"^[A-Za-z0-9_.@\-]{1,64}$")
-ENV = {
-    "ztq.redis_url": "ZTQ_REDIS_URL",
-    "ztq.prefix": "ZTQ_PREFIX",
-    "ztq.console.secret": "ZTQ_CONSOLE_SECRET",
-    "ztq.console.users": "ZTQ_CONSOLE_USERS",
-    "ztq.console.secure_cookies": "ZTQ_CONSOLE_SECURE_COOKIES",
-}
 # Secrets that appear in docs, samples and tutorials: refusing them keeps a copied example
 # config from signing sessions with a secret everybody knows.
 KNOWN_DEFAULTS = {
@@ -88,25 +77,6 @@ class ConsoleSettings:
     bulk_seconds: float = 0.5
 
 
-def _bool(value: Any) -> bool:
-    return str(value).strip().lower() in ("1", "true", "yes", "on")
-
-
-def _number(
-    settings: Mapping[str, Any], key: str, default: float, low: float, high: float
-) -> float:
-    raw = settings.get(key)
-    if raw in (None, ""):
-        return default
-    try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{key} must be a number, not {raw!r}") from None
-    if not low <= value <= high:
-        raise ConfigError(f"{key} must be between {low:g} and {high:g}, not {raw!r}")
-    return value
-
-
 def check_secret(secret: str) -> str:
     """The secret if it is usable; a :class:`ConfigError` that says what to do otherwise."""
     secret = (secret or "").strip()
@@ -147,29 +117,51 @@ def parse_users(text: str) -> dict[str, User]:
     return users
 
 
-def load(settings: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> ConsoleSettings:
-    """Merge ``settings`` (the ini) with environment overrides and validate everything."""
-    environ = os.environ if environ is None else environ
-    merged = dict(settings)
-    for key, var in ENV.items():
-        if environ.get(var):
-            merged[key] = environ[var]
-    secret = check_secret(str(merged.get("ztq.console.secret") or ""))
-    users = parse_users(str(merged.get("ztq.console.users") or ""))
+def load(
+    settings: Mapping[str, Any],
+    environ: Mapping[str, str] | None = None,
+    *,
+    path: str | os.PathLike[str] | None = None,
+) -> ConsoleSettings:
+    """Resolve and validate the console's settings; ``settings`` is the ini (Pyramid's).
+
+    ``path`` is the ini file the settings came from (``global_config["__file__"]``): errors
+    then name its lines, and its worker section must agree on the Redis URL and prefix.
+    """
+    file = Path(path) if path else None
+    ini = ztq_settings.app_values(settings, file)
+    if file is not None and file.is_file():
+        worker = ztq_settings.read_ini(file).worker
+        ini = ztq_settings.merge(
+            ini, {k: worker[k] for k in ztq_settings.CONNECTION if k in worker}
+        )
+    got = ztq_settings.resolve(ztq_settings.CONSOLE, environ=environ, ini=ini)
+
+    def checked(name: str, check: Any) -> Any:
+        resolved = got[name]
+        try:
+            return check(resolved.value)
+        except ConfigError as exc:
+            if resolved.source == "default":
+                raise
+            raise ConfigError(f"{resolved.source}: {exc}") from None
+
+    secret = checked("console.secret", check_secret)
+    users = checked("console.users", parse_users)
     if not users:
         raise ConfigError(
             "the console has no users: add 'NAME ROLE HASH' lines to ztq.console.users "
             "(or ZTQ_CONSOLE_USERS); ROLE is viewer or operator, HASH from 'ztq hash-password'"
         )
     return ConsoleSettings(
-        redis_url=str(merged.get("ztq.redis_url") or "redis://127.0.0.1:6379/0"),
-        prefix=str(merged.get("ztq.prefix") or "ztq"),
+        redis_url=got["redis_url"].value,
+        prefix=got["prefix"].value,
         secret=secret,
         users=users,
-        secure_cookies=_bool(merged.get("ztq.console.secure_cookies", False)),
-        session_seconds=int(_number(merged, "ztq.console.session_hours", 12, 0.1, 24 * 30) * 3600),
-        lost_after=_number(merged, "ztq.console.lost_after", 30.0, 1.0, 86400.0),
-        page_size=int(_number(merged, "ztq.console.page_size", 50, 5, 500)),
-        bulk_batch=int(_number(merged, "ztq.console.bulk_batch", 500, 1, 10_000)),
-        bulk_seconds=_number(merged, "ztq.console.bulk_seconds", 0.5, 0, 30),
+        secure_cookies=got["console.secure_cookies"].value,
+        session_seconds=int(got["console.session_hours"].value * 3600),
+        lost_after=got["console.lost_after"].value,
+        page_size=got["console.page_size"].value,
+        bulk_batch=got["console.bulk_batch"].value,
+        bulk_seconds=got["console.bulk_seconds"].value,
     )

@@ -1,14 +1,14 @@
 """Named Redis connections: ``connect()`` sets them, everything else asks :func:`get_storage`.
 
-The default connection comes from ``ZTQ_REDIS_URL`` the first time it is needed (never at
-import time), or ``redis://127.0.0.1:6379/0``. A task may name another connection
+The default connection is made the first time it is needed (never at import time) from the
+URL and prefix :mod:`ztq.core.settings` resolves: arguments, then ``ZTQ_REDIS_URL`` /
+``ZTQ_PREFIX``, then ``redis://127.0.0.1:6379/0`` / ``ztq``. A task may name another connection
 (``@task(connection="reports")``) to route its queue to another Redis, as ZTQ could.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from typing import Any
 
@@ -18,12 +18,13 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
+from ztq.core import settings
 from ztq.core.errors import ConfigError
 from ztq.core.storage import Storage
 
-DEFAULT_URL = "redis://127.0.0.1:6379/0"
-ENV_URL = "ZTQ_REDIS_URL"
-ENV_PREFIX = "ZTQ_PREFIX"
+DEFAULT_URL = settings.BY_NAME["redis_url"].default
+ENV_URL = settings.BY_NAME["redis_url"].env
+ENV_PREFIX = settings.BY_NAME["prefix"].env
 SOCKET_TIMEOUT = 10.0
 
 _lock = threading.Lock()
@@ -71,10 +72,12 @@ def connect(
 ) -> Storage:
     """Set (or replace) the named connection and return its :class:`Storage`.
 
-    ``client`` passes a ready-made redis-py client (it must use ``decode_responses=True``).
+    ``url`` and ``prefix`` are flags: when not given, ``ZTQ_REDIS_URL`` / ``ZTQ_PREFIX`` (read
+    now), then the defaults (:func:`ztq.core.settings.connection`). ``client`` passes a
+    ready-made redis-py client (it must use ``decode_responses=True``).
     """
-    url = url or os.environ.get(ENV_URL) or DEFAULT_URL
-    prefix = prefix or os.environ.get(ENV_PREFIX) or "ztq"
+    resolved = settings.connection(url, prefix)
+    url, prefix = resolved.redis_url, resolved.prefix
     if client is None:
         client = make_client(url, cluster=cluster)
     storage = Storage(client, prefix=prefix, url=url)

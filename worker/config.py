@@ -1,8 +1,10 @@
 """Worker configuration: one ini file (ZTQ's ``[server]`` + ``[queues]``) plus flags.
 
-Read in one place and passed down. The ini may be the console's ``app.ini``: the worker then
-reads ``[ztq:worker]`` / ``[ztq:queues]`` and takes ``ztq.redis_url`` from ``[app:main]``.
-``ZTQ_REDIS_URL`` overrides the file; a flag overrides both.
+Read in one place and passed down. Every setting is resolved by :mod:`ztq.core.settings`
+with the rule flag > environment (``ZTQ_REDIS_URL``, ``ZTQ_PREFIX``, ``ZTQ_LEASE``, ...) >
+ini > default. The ini may be the console's ``app.ini``: the worker then reads
+``[ztq:worker]`` / ``[ztq:queues]`` and the ``ztq.<name>`` keys of ``[app:main]``
+(``ztq.redis_url``, ``ztq.prefix``, ``ztq.lease``, ...); the two must not disagree.
 
     [server]
     redis = redis://127.0.0.1:6379/0
@@ -19,17 +21,17 @@ reads ``[ztq:worker]`` / ``[ztq:queues]`` and takes ``ztq.redis_url`` from ``[ap
 
 from __future__ import annotations
 
-import configparser
 import os
-import re
 import socket
-from dataclasses import dataclass, replace
-from pathlib import Path
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
 
+from ztq.core import settings
 from ztq.core.errors import ConfigError, InvalidName
 from ztq.core.keys import check_queue
+from ztq.core.settings import NAME
 
-ENV_URL = "ZTQ_REDIS_URL"
+ENV_URL = settings.BY_NAME["redis_url"].env
 
 
 @dataclass(frozen=True)
@@ -78,24 +80,8 @@ class WorkerConfig:
         return replace(self, **changes)  # type: ignore[arg-type]
 
 
-NAME = re.compile(r"^[A-Za-z0-9_.:\-]{1,64}$")
-SERVER_SECTIONS = ("server", "ztq:worker")
-QUEUE_SECTIONS = ("queues", "ztq:queues")
-_FLOATS = ("lease", "heartbeat", "result_ttl", "grace", "idle_wait", "lost_after", "retry_backoff")
-_INTS = ("max_lost", "prefetch", "history_maxlen")
-_KNOWN = {"redis", "name", "alias", "prefix", "modules", "active_config", *_FLOATS, *_INTS}
-
-
-def _line_of(path: Path, section: str, key: str) -> int:
-    """The line number of ``key`` in ``[section]`` (configparser does not keep them)."""
-    current = None
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        stripped = line.strip()
-        if stripped.startswith("[") and stripped.endswith("]"):
-            current = stripped[1:-1].strip()
-        elif current == section and stripped.split("=", 1)[0].strip().lower() == key.lower():
-            return number
-    return 0
+# WorkerConfig fields that are not named like their setting
+FIELD = {"modules": "imports"}
 
 
 def parse_queue_entry(key: str, value: str, where: str = "") -> list[ThreadSpec]:
@@ -123,74 +109,34 @@ def parse_queue_entry(key: str, value: str, where: str = "") -> list[ThreadSpec]
 
 
 def load_config(path: str | os.PathLike[str] | None = None, **overrides: object) -> WorkerConfig:
-    """Read the ini (if any), then ``ZTQ_REDIS_URL``, then ``overrides`` (CLI flags)."""
-    values: dict[str, object] = {}
+    """The worker's settings: ``overrides`` (flags) > environment > the ini at ``path`` > default.
+
+    ``overrides`` are :class:`WorkerConfig` fields; ``None``, ``()`` and ``[]`` mean "not
+    given". ``threads`` come from the flags, else ``[queues]``, else one thread on
+    ``default``; ``burst`` is a flag only.
+    """
+    known = {f.name for f in fields(WorkerConfig)}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise TypeError(f"load_config() got unknown settings: {', '.join(unknown)}")
+    given = {k: v for k, v in overrides.items() if v is not None and v != () and v != []}
+    ini = settings.read_ini(path) if path is not None else None
+    ours = {*settings.WORKER_SECTIONS, *settings.QUEUE_SECTIONS, settings.APP_SECTION}
+    if ini is not None and not ini.sections & ours:
+        raise ConfigError(f"{ini.path}: no [server] or [queues] section")
+    flags = {name: given.get(FIELD.get(name, name)) for name in settings.WORKER}
+    got = settings.resolve(settings.WORKER, flags=flags, ini=ini.values if ini else None)
+    values: dict[str, object] = {FIELD.get(n, n): r.value for n, r in got.items()}
     threads: list[ThreadSpec] = []
-    if path is not None:
-        file = Path(path)
-        if not file.is_file():
-            raise ConfigError(f"config file {file} does not exist")
-        parser = configparser.ConfigParser(inline_comment_prefixes=(";", "#"), interpolation=None)
-        try:
-            parser.read(file, encoding="utf-8")
-        except configparser.Error as exc:
-            raise ConfigError(f"{file}: {exc}") from exc
-        server = next((s for s in SERVER_SECTIONS if parser.has_section(s)), None)
-        queues = next((s for s in QUEUE_SECTIONS if parser.has_section(s)), None)
-        if parser.has_section("app:main") and parser.has_option("app:main", "ztq.redis_url"):
-            values["redis_url"] = parser.get("app:main", "ztq.redis_url")
-        if server is None and queues is None and "redis_url" not in values:
-            raise ConfigError(f"{file}: no [server] or [queues] section")
-        if server is not None:
-            for key, raw in parser.items(server):
-                where = f"{file}:{_line_of(file, server, key)}: "
-                values.update(_server_option(key, raw, where))
-        if queues is not None:
-            for key, raw in parser.items(queues):
-                where = f"{file}:{_line_of(file, queues, key)}: "
-                threads += parse_queue_entry(key, raw, where)
-    env_url = os.environ.get(ENV_URL)
-    if env_url:
-        values["redis_url"] = env_url
-    if threads:
-        values["threads"] = tuple(threads)
-    values.update({k: v for k, v in overrides.items() if v not in (None, (), [])})
+    for entry in ini.queues if ini else ():
+        threads += parse_queue_entry(entry.key, entry.raw, f"{entry.where}: ")
+    flag_threads: Sequence[ThreadSpec] = given.get("threads") or ()  # type: ignore[assignment]
+    values["threads"] = tuple(flag_threads or threads) or (ThreadSpec("default-0", ("default",)),)
+    values.update({k: v for k, v in given.items() if k not in values})  # burst
     cfg = WorkerConfig(**values)  # type: ignore[arg-type]
-    if not cfg.threads:
-        cfg = cfg.with_changes(threads=(ThreadSpec("default-0", ("default",)),))
-    if cfg.name and not NAME.match(cfg.name):
-        raise ConfigError(f"worker name {cfg.name!r} is not allowed")
     if cfg.lease < 2 * cfg.heartbeat:
         raise ConfigError(
-            f"lease ({cfg.lease}s) must be at least twice the heartbeat ({cfg.heartbeat}s)"
+            f"lease ({cfg.lease:g}s, from {got['lease'].source}) must be at least twice the "
+            f"heartbeat ({cfg.heartbeat:g}s, from {got['heartbeat'].source})"
         )
     return cfg
-
-
-def _server_option(key: str, raw: str, where: str) -> dict[str, object]:
-    if key not in _KNOWN:
-        raise ConfigError(f"{where}unknown option {key!r}; known: {', '.join(sorted(_KNOWN))}")
-    if key == "redis":
-        if "://" not in raw:
-            raise ConfigError(
-                f"{where}redis must be a URL such as redis://host:6379/0, not {raw!r}"
-            )
-        return {"redis_url": raw}
-    if key in ("name", "alias"):
-        return {"name": raw}
-    if key == "prefix":
-        return {"prefix": raw}
-    if key == "modules":
-        return {"imports": tuple(m for m in raw.replace(",", " ").split() if m)}
-    if key == "active_config":
-        if raw.lower() not in ("true", "false", "yes", "no", "1", "0", "on", "off"):
-            raise ConfigError(f"{where}active_config must be true or false, not {raw!r}")
-        return {"active_config": raw.lower() in ("true", "yes", "1", "on")}
-    try:
-        number: float = int(raw) if key in _INTS else float(raw)
-    except ValueError:
-        kind = "a whole number" if key in _INTS else "a number"
-        raise ConfigError(f"{where}{key} must be {kind}, not {raw!r}") from None
-    if number <= 0:
-        raise ConfigError(f"{where}{key} must be > 0, not {raw!r}")
-    return {key: number}

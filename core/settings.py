@@ -1,0 +1,372 @@
+"""Every ztq setting, resolved in one place by one rule: flag > environment > ini > default.
+
+The worker (``ztq.worker.config.load_config``), the console (``ztq.console.config.load``),
+the ``ztq`` commands and :func:`ztq.core.connect` all resolve through :func:`resolve`, so a
+worker and a console started with the same environment and ini look at the same Redis keys.
+
+- **flag**: an explicit argument (a command-line flag, ``connect(url, prefix=...)``,
+  ``load_config(path, lease=...)``). ``None`` or ``""`` means "not given".
+- **environment**: ``ZTQ_<NAME>`` (``ZTQ_REDIS_URL``, ``ZTQ_PREFIX``, ``ZTQ_LEASE``, ...;
+  the console's keep ``ZTQ_CONSOLE_<NAME>``), read when resolving, never at import time. An
+  empty variable counts as unset.
+- **ini**: ``ztq.<name>`` in ``[app:main]`` of ``app.ini`` (for the console these are the
+  Pyramid settings), and the worker's short keys in ``[server]`` or ``[ztq:worker]``
+  (``redis``, ``prefix``, ``lease``, ``name``/``alias``, ``modules``, ...). A setting given in
+  both places with different values is a :class:`ConfigError` naming both: a worker and a
+  console reading one ``app.ini`` must never disagree. An empty value counts as unset.
+- **default**: the ``default`` of the :data:`SETTINGS` table.
+
+Every bad value raises :class:`ConfigError` naming the setting and where the value came
+from: ``flag lease``, ``environment variable ZTQ_LEASE``, ``worker.ini:5``.
+"""
+
+from __future__ import annotations
+
+import configparser
+import math
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ztq.core.errors import ConfigError
+from ztq.core.keys import PREFIX_NAME
+
+NAME = re.compile(r"^[A-Za-z0-9_.:\-]{1,64}$")  # worker and thread names
+APP_SECTION = "app:main"
+WORKER_SECTIONS = ("server", "ztq:worker")
+QUEUE_SECTIONS = ("queues", "ztq:queues")
+
+
+# -- parsers: raw (a string, or an already typed flag value) -> value, or ValueError(reason) --
+def number(
+    low: float = 0.0, high: float = math.inf, *, whole: bool = False, above: bool = False
+) -> Callable[[Any], float]:
+    """A number in ``[low, high]`` (``(low, high]`` when ``above``); ``whole``: an int."""
+    kind = "a whole number" if whole else "a number"
+    if high != math.inf:
+        bounds = f"between {low:g} and {high:g}"
+    else:
+        bounds = f"> {low:g}" if above else f">= {low:g}"
+
+    def parse(raw: Any) -> float:
+        value: float
+        try:
+            if isinstance(raw, bool):
+                raise ValueError
+            if not whole:
+                value = float(raw)
+            elif isinstance(raw, float):
+                if not raw.is_integer():
+                    raise ValueError
+                value = int(raw)
+            else:
+                value = int(raw) if isinstance(raw, int) else int(str(raw).strip())
+        except (TypeError, ValueError):
+            raise ValueError(f"must be {kind}, not {raw!r}") from None
+        if not math.isfinite(value) or not low <= value <= high or (above and value == low):
+            raise ValueError(f"must be {kind} {bounds}, not {raw!r}")
+        return value
+
+    return parse
+
+
+def boolean(raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text not in ("true", "false", "yes", "no", "1", "0", "on", "off"):
+        raise ValueError(f"must be true or false, not {raw!r}")
+    return text in ("true", "yes", "1", "on")
+
+
+def redis_url(raw: Any) -> str:
+    if not isinstance(raw, str) or "://" not in raw:
+        raise ValueError(f"must be a URL such as redis://host:6379/0, not {raw!r}")
+    return raw.strip()
+
+
+def key_prefix(raw: Any) -> str:
+    if not isinstance(raw, str) or not PREFIX_NAME.match(raw):
+        raise ValueError(f"must be 1-32 of A-Z a-z 0-9 _ . -, not {raw!r}")
+    return raw
+
+
+def worker_name(raw: Any) -> str:
+    if not isinstance(raw, str) or not NAME.match(raw):
+        raise ValueError(f"must be 1-64 of A-Z a-z 0-9 _ . : -, not {raw!r}")
+    return raw
+
+
+def module_list(raw: Any) -> tuple[str, ...]:
+    if isinstance(raw, (tuple, list)):
+        return tuple(str(m) for m in raw)
+    return tuple(m for m in str(raw).replace(",", " ").split() if m)
+
+
+def text(raw: Any) -> str:
+    return str(raw)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: where it may be given, how it is checked, its default and meaning."""
+
+    name: str
+    parse: Callable[[Any], Any] = field(repr=False)
+    default: Any
+    doc: str
+    env: str = ""  # default: ZTQ_<NAME> (dots become underscores)
+    app_key: str | None = ""  # key in [app:main] / Pyramid settings; default ztq.<name>
+    worker_keys: tuple[str, ...] = ()  # keys in [server] / [ztq:worker]
+    secret: bool = False  # never echoed in error messages
+
+    def __post_init__(self) -> None:
+        if not self.env:
+            object.__setattr__(self, "env", "ZTQ_" + self.name.upper().replace(".", "_"))
+        if self.app_key == "":
+            object.__setattr__(self, "app_key", f"ztq.{self.name}")
+
+
+def _worker(name: str, parse: Callable[[Any], Any], default: Any, doc: str) -> Setting:
+    return Setting(name, parse, default, doc, worker_keys=(name,))
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("redis_url", redis_url, "redis://127.0.0.1:6379/0",
+            "Redis URL (redis+cluster://host:port for a Cluster)", worker_keys=("redis",)),
+    _worker("prefix", key_prefix, "ztq", "prefix of every Redis key"),
+    Setting("name", worker_name, "", "worker name shown in the console (default host.pid)",
+            env="ZTQ_WORKER_NAME", app_key=None, worker_keys=("name", "alias")),
+    Setting("modules", module_list, (), "modules with tasks the worker imports",
+            app_key=None, worker_keys=("modules",)),
+    Setting("active_config", boolean, True, "may the console change the worker's threads",
+            app_key=None, worker_keys=("active_config",)),
+    _worker("lease", number(0, above=True), 15.0,
+            "seconds a fetched task is held without a heartbeat renewing it"),
+    _worker("heartbeat", number(0, above=True), 3.0,
+            "seconds between heartbeats (lease renewals, reaper, commands)"),
+    _worker("max_lost", number(1, 1000, whole=True), 3,
+            "a task that lost its worker this often goes to errors (poison pill)"),
+    _worker("prefetch", number(1, 10_000, whole=True), 32,
+            "most tasks one executor leases in one call"),
+    _worker("result_ttl", number(0), 3600.0,
+            "seconds a finished record and its result are kept; 0 = dropped at once"),
+    _worker("history_maxlen", number(1, whole=True), 10_000,
+            "cap of each queue's history stream"),
+    _worker("grace", number(0, above=True), 30.0,
+            "seconds running tasks get to finish on SIGTERM"),
+    _worker("idle_wait", number(0, above=True), 5.0,
+            "longest block of an idle executor on the wake lists"),
+    _worker("retry_backoff", number(0, above=True), 1.0,
+            "seconds before the first retry; doubles per attempt"),
+    _worker("lost_after", number(0, above=True), 30.0,
+            "read and checked, not used by the worker yet (see console.lost_after)"),
+    Setting("console.secret", text, "", "signs the session cookies; the console refuses "
+            "to start without a long random one", secret=True),
+    Setting("console.users", text, "", "one 'NAME ROLE HASH' a line (';' separates them "
+            "too); the console refuses to start without users", secret=True),
+    Setting("console.secure_cookies", boolean, False, "cookies over HTTPS only"),
+    Setting("console.session_hours", number(0.1, 24 * 30), 12.0, "session lifetime (hours)"),
+    Setting("console.lost_after", number(1, 86400), 30.0,
+            "seconds without a heartbeat before the console shows a worker as lost"),
+    Setting("console.page_size", number(5, 500, whole=True), 50, "rows per page"),
+    Setting("console.bulk_batch", number(1, 10_000, whole=True), 500,
+            "tasks per script call of a bulk action"),
+    Setting("console.bulk_seconds", number(0, 30), 0.5,
+            "seconds a bulk request works before it shows progress"),
+)  # fmt: skip
+BY_NAME = {s.name: s for s in SETTINGS}
+BY_APP_KEY = {s.app_key: s for s in SETTINGS if s.app_key}
+BY_WORKER_KEY = {k: s for s in SETTINGS for k in s.worker_keys}
+CONNECTION = ("redis_url", "prefix")
+WORKER = tuple(s.name for s in SETTINGS if s.worker_keys)
+CONSOLE = (*CONNECTION, *(s.name for s in SETTINGS if s.name.startswith("console.")))
+
+
+@dataclass(frozen=True)
+class IniValue:
+    """A raw value from an ini file or the Pyramid settings, and where it was written."""
+
+    raw: str
+    where: str  # "app.ini:12", or "ini" when the line is unknown
+    key: str  # as written: "ztq.lease", "lease", "alias"
+
+
+@dataclass(frozen=True)
+class Resolved:
+    value: Any
+    source: str  # "flag lease", "environment variable ZTQ_LEASE", "app.ini:12", "default"
+
+
+@dataclass(frozen=True)
+class ConnectionSettings:
+    redis_url: str
+    prefix: str
+
+
+def _fail(setting: Setting, label: str, source: str, reason: str) -> ConfigError:
+    if setting.secret:
+        reason = reason.split(", not ", 1)[0]
+    return ConfigError(f"{source}: {label} {reason}")
+
+
+def parse(setting: Setting, raw: Any, source: str, label: str = "") -> Any:
+    """``raw`` checked by the setting's parser; ConfigError names ``source`` otherwise."""
+    try:
+        return setting.parse(raw)
+    except ValueError as exc:
+        raise _fail(setting, label or setting.name, source, str(exc)) from None
+
+
+def resolve(
+    names: Iterable[str],
+    *,
+    flags: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+    ini: Mapping[str, IniValue] | None = None,
+) -> dict[str, Resolved]:
+    """Each named setting from the first place that gives it: flag, environment, ini, default.
+
+    ``environ`` defaults to ``os.environ`` as it is now; ``ini`` is keyed by setting name
+    (see :func:`app_values`, :class:`IniFile`).
+    """
+    flags = flags or {}
+    environ = os.environ if environ is None else environ
+    ini = ini or {}
+    out: dict[str, Resolved] = {}
+    for name in names:
+        s = BY_NAME[name]
+        flag = flags.get(name)
+        if flag is not None and flag != "" and flag != ():
+            source = f"flag {name}"
+            out[name] = Resolved(parse(s, flag, source, name), source)
+        elif environ.get(s.env):
+            source = f"environment variable {s.env}"
+            out[name] = Resolved(parse(s, environ[s.env], source, name), source)
+        elif name in ini:
+            v = ini[name]
+            out[name] = Resolved(parse(s, v.raw, v.where, v.key), v.where)
+        else:
+            out[name] = Resolved(s.default, "default")
+    return out
+
+
+def line_of(path: Path, section: str, key: str) -> int:
+    """The line number of ``key`` in ``[section]`` (configparser does not keep them)."""
+    current = None
+    for number_, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        stripped = line.strip()
+        if stripped.startswith("[") and stripped.endswith("]"):
+            current = stripped[1:-1].strip()
+        elif current == section and stripped.split("=", 1)[0].strip().lower() == key.lower():
+            return number_
+    return 0
+
+
+def _where(path: Path | None, section: str, key: str) -> str:
+    if path is None:
+        return "ini"
+    return f"{path}:{line_of(path, section, key)}" if path.is_file() else str(path)
+
+
+def app_values(settings: Mapping[str, Any], path: Path | None = None) -> dict[str, IniValue]:
+    """The ``ztq.*`` keys of ``[app:main]`` (or of Pyramid settings), by setting name.
+
+    An unknown ``ztq.`` key is an error (a typo would otherwise be ignored silently).
+    """
+    out: dict[str, IniValue] = {}
+    for key, raw in settings.items():
+        if not key.startswith("ztq.") or raw is None or str(raw).strip() == "":
+            continue
+        where = _where(path, APP_SECTION, key)
+        setting = BY_APP_KEY.get(key)
+        if setting is None:
+            known = ", ".join(sorted(BY_APP_KEY))
+            raise ConfigError(f"{where}: unknown setting {key!r}; known: {known}")
+        out[setting.name] = IniValue(str(raw), where, key)
+    return out
+
+
+def worker_values(
+    path: Path, section: str, items: Iterable[tuple[str, str]]
+) -> dict[str, IniValue]:
+    """The keys of ``[server]`` / ``[ztq:worker]``, by setting name; unknown keys are errors."""
+    out: dict[str, IniValue] = {}
+    for key, raw in items:
+        where = _where(path, section, key)
+        setting = BY_WORKER_KEY.get(key)
+        if setting is None:
+            known = ", ".join(sorted(BY_WORKER_KEY))
+            raise ConfigError(f"{where}: unknown option {key!r}; known: {known}")
+        if raw.strip() == "":
+            continue
+        if setting.name in out:
+            raise ConfigError(f"{where}: {key} repeats {out[setting.name].key} of the same section")
+        out[setting.name] = IniValue(raw, where, key)
+    return out
+
+
+def merge(app: Mapping[str, IniValue], worker: Mapping[str, IniValue]) -> dict[str, IniValue]:
+    """One ini layer from ``[app:main]`` and the worker section; they must agree."""
+    merged = dict(app)
+    for name, w in worker.items():
+        a = merged.get(name)
+        if a is not None:
+            s = BY_NAME[name]
+            if parse(s, a.raw, a.where, a.key) != parse(s, w.raw, w.where, w.key):
+                raise ConfigError(
+                    f"{name} is set twice with different values: {a.key} = {a.raw!r} at "
+                    f"{a.where} and {w.key} = {w.raw!r} at {w.where}; a worker and a console "
+                    "reading this file would disagree: keep one"
+                )
+        merged[name] = w
+    return merged
+
+
+@dataclass(frozen=True)
+class IniFile:
+    """An ini file read once: its ztq settings (one layer) and its ``[queues]`` entries."""
+
+    path: Path
+    values: dict[str, IniValue]  # [app:main] and the worker section, merged
+    worker: dict[str, IniValue]  # the worker section alone
+    queues: tuple[IniValue, ...]  # key = queue or thread name, raw = the entry
+    sections: frozenset[str]
+
+
+def read_ini(path: str | os.PathLike[str]) -> IniFile:
+    """Read ``path`` (a worker file or ``app.ini``); ConfigError on a missing or bad file."""
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError(f"config file {file} does not exist")
+    parser = configparser.ConfigParser(inline_comment_prefixes=(";", "#"), interpolation=None)
+    try:
+        parser.read(file, encoding="utf-8")
+    except configparser.Error as exc:
+        raise ConfigError(f"{file}: {exc}") from exc
+    app = dict(parser.items(APP_SECTION)) if parser.has_section(APP_SECTION) else {}
+    values = app_values(app, file)
+    section = next((s for s in WORKER_SECTIONS if parser.has_section(s)), None)
+    worker = worker_values(file, section, parser.items(section)) if section else {}
+    values = merge(values, worker)
+    queues: list[IniValue] = []
+    qsection = next((s for s in QUEUE_SECTIONS if parser.has_section(s)), None)
+    if qsection is not None:
+        queues = [IniValue(raw, _where(file, qsection, k), k) for k, raw in parser.items(qsection)]
+    return IniFile(file, values, worker, tuple(queues), frozenset(parser.sections()))
+
+
+def connection(
+    url: str | None = None,
+    prefix: str | None = None,
+    *,
+    path: str | os.PathLike[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> ConnectionSettings:
+    """The Redis URL and key prefix: ``url``/``prefix`` (flags), environment, ``path``, default."""
+    ini = read_ini(path).values if path is not None else None
+    got = resolve(CONNECTION, flags={"redis_url": url, "prefix": prefix}, environ=environ, ini=ini)
+    return ConnectionSettings(got["redis_url"].value, got["prefix"].value)
