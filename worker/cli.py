@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 import ztq.core as ztq
+from ztq.core import settings
 from ztq.core.errors import ZtqError
 from ztq.worker.config import ThreadSpec, load_config, parse_queue_entry
 
@@ -20,6 +21,9 @@ def _queue_flag(value: str, default_pool: str = "thread") -> list[ThreadSpec]:
     return parse_queue_entry(name, f"{count or 1} {pool or default_pool}", "--queue: ")
 
 
+REDO_BATCH = 500  # tasks per script call of redo --all
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ztq", description="ztq task queue")
     parser.add_argument("--log-level", default="INFO")
@@ -28,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     w = sub.add_parser("worker", help="run a worker")
     w.add_argument("--log-level", default=argparse.SUPPRESS)
     w.add_argument("-c", "--config", help="ini file ([server] + [queues], or app.ini)")
-    w.add_argument("--redis", help="Redis URL (overrides the file and ZTQ_REDIS_URL)")
+    w.add_argument("--redis", help="Redis URL (overrides ZTQ_REDIS_URL and the file)")
     w.add_argument(
         "--queue", action="append", default=[], help="NAME[:THREADS[:process]], repeatable"
     )
@@ -37,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
         dest="imports",
         action="append",
         default=[],
-        help="module with tasks, repeatable",
+        help="module with tasks, repeatable (added to the modules of the file / ZTQ_MODULES)",
     )
     w.add_argument(
         "--pool",
@@ -53,9 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--prefetch", type=int, help="most tasks leased in one call (default 32)")
     w.add_argument("--grace", type=float, help="seconds to finish running tasks on SIGTERM")
 
-    for name, text in (("info", "show queues and workers"),):
-        p = sub.add_parser(name, help=text)
-        p.add_argument("--redis")
+    info = sub.add_parser("info", help="show queues and workers")
     e = sub.add_parser("enqueue", help="enqueue a task by name")
     e.add_argument("task")
     e.add_argument("--args", default="[]", help="JSON list")
@@ -63,16 +65,17 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--queue", default="default")
     e.add_argument("--delay", type=float)
     e.add_argument("--priority", default="normal")
-    e.add_argument("--redis")
     r = sub.add_parser("redo", help="move failed tasks back to ready")
     r.add_argument("queue")
     r.add_argument("ids", nargs="*")
-    r.add_argument("--all", action="store_true")
-    r.add_argument("--redis")
+    r.add_argument("--all", action="store_true", help="every error present when the command starts")
     pg = sub.add_parser("purge", help="delete every task of a list")
     pg.add_argument("queue")
     pg.add_argument("what", choices=["ready", "delayed", "errors"])
-    pg.add_argument("--redis")
+    for p in (info, e, r, pg):
+        p.add_argument("-c", "--config", help="ini file (worker.ini or app.ini) for Redis")
+        p.add_argument("--redis", help="Redis URL (overrides ZTQ_REDIS_URL and the file)")
+        p.add_argument("--prefix", help="Redis key prefix (overrides ZTQ_PREFIX and the file)")
     sub.add_parser("hash-password", help="print a password hash for ztq.console.users")
     return parser
 
@@ -97,7 +100,6 @@ def cmd_worker(args: argparse.Namespace) -> int:
     overrides: dict[str, Any] = {
         "redis_url": args.redis,
         "threads": threads,
-        "imports": tuple(args.imports),
         "name": args.name,
         "prefix": args.prefix,
         "lease": args.lease,
@@ -107,10 +109,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
         "burst": args.burst or None,
     }
     cfg = load_config(args.config, **overrides)
-    if args.imports and args.config:
-        cfg = cfg.with_changes(
-            imports=tuple(dict.fromkeys((*load_config(args.config).imports, *args.imports)))
-        )
+    if args.imports:  # added to the modules of the environment or the file
+        cfg = cfg.with_changes(imports=tuple(dict.fromkeys((*cfg.imports, *args.imports))))
     worker = Worker(cfg)
     worker.install_signals()
     worker.run()
@@ -118,7 +118,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def _connect(args: argparse.Namespace) -> ztq.Storage:
-    return ztq.connect(args.redis) if args.redis else ztq.get_storage()
+    """The default connection from --redis / --prefix > environment > -c FILE > default."""
+    cfg = settings.connection(args.redis, args.prefix, path=args.config)
+    return ztq.connect(cfg.redis_url, prefix=cfg.prefix)
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -154,14 +156,23 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
 
 
 def cmd_redo(args: argparse.Namespace) -> int:
+    from ztq.core.monitor import queue_stats
+
     storage = _connect(args)
     total = 0
     if args.all:
-        while moved := storage.requeue(args.queue, "error", oldest=500):
+        # bounded like the console's bulk redo: the errors present now, not the ones the
+        # redone tasks make when they fail again at once (that loop would never end)
+        present = queue_stats(storage, [args.queue], minutes=0)[0].errors
+        while total < present:
+            moved = storage.requeue(args.queue, "error", oldest=min(REDO_BATCH, present - total))
+            if not moved:
+                break
             total += moved
+        print(f"{total} of {present} error(s) back in {args.queue}")
     else:
         total = storage.requeue(args.queue, "error", args.ids)
-    print(f"{total} task(s) back in {args.queue}")
+        print(f"{total} task(s) back in {args.queue}")
     return 0
 
 
