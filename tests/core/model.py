@@ -1,0 +1,286 @@
+"""A small pure-Python model of one queue's task states, written from docs/design.md.
+
+It knows nothing of Redis or Lua: the state-machine test (``test_state_machine.py``) runs
+every operation on the model and on the real scripts and compares the outcomes and the
+whole stored state after each step. Times come from Redis (the replies' clocks, or a score
+read back once when a step sets it): the model decides what happens, never when.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+LEVELS = ("high", "normal", "low")
+
+
+@dataclass
+class Rec:
+    state: str  # queued | delayed | running | error | done
+    prio: str = "normal"
+    due: int | None = None  # delayed: due time (ms, Redis clock)
+    fence: int | None = None  # running: the live lease's token
+    worker: str | None = None
+    thread: str | None = None
+    deadline: int | None = None  # running: lease deadline (ms)
+    failed_at: int | None = None  # error: when it entered the error queue (ms)
+    rerun: bool = False
+    attempts: int = 0
+    failures: int = 0
+    lost: int = 0
+    progress: str | None = None
+    result: str | None = None
+
+
+@dataclass(frozen=True)
+class Lease:
+    worker: str
+    thread: str
+    id: str
+    token: int
+
+
+@dataclass
+class Model:
+    recs: dict[str, Rec] = field(default_factory=dict)
+    ready: dict[str, list[str]] = field(default_factory=lambda: {lv: [] for lv in LEVELS})
+    paused: bool = False
+    counter: int = 0  # the queue's lease counter: the last token handed out
+    cron_last: dict[str, int] = field(default_factory=dict)
+    done_count: int = 0  # accepted acks (stats)
+    failed_count: int = 0  # accepted failures (stats)
+    history: int = 0  # entries in the history stream
+    tokens: dict[str, list[int]] = field(default_factory=dict)  # every token ever per id
+    # what the step just (re)timed, for the test to read back from Redis: (zset, id)
+    stamped: list[tuple[str, str]] = field(default_factory=list)
+
+    # -- helpers -------------------------------------------------------------------------------
+    def state(self, task_id: str) -> str:
+        rec = self.recs.get(task_id)
+        return rec.state if rec else "none"
+
+    def holds(self, lease: Lease) -> bool:
+        rec = self.recs.get(lease.id)
+        return (
+            rec is not None
+            and rec.state == "running"
+            and rec.fence == lease.token
+            and rec.worker == lease.worker
+        )
+
+    def _unready(self, task_id: str) -> None:
+        for level in LEVELS:
+            if task_id in self.ready[level]:
+                self.ready[level].remove(task_id)
+
+    def _end_run(self, rec: Rec) -> None:
+        rec.worker = rec.thread = rec.progress = None
+        rec.deadline = None
+
+    def _new_series(self, rec: Rec) -> None:
+        rec.attempts = rec.failures = rec.lost = 0
+
+    def _to_ready(self, task_id: str, rec: Rec, head: bool) -> None:
+        rec.state, rec.due, rec.rerun = "queued", None, False
+        lst = self.ready[rec.prio]
+        if head:
+            lst.insert(0, task_id)
+        else:
+            lst.append(task_id)
+
+    def delayed(self) -> list[str]:
+        """Delayed ids in the order of the zset (due time, then id)."""
+        items = [(r.due or 0, i) for i, r in self.recs.items() if r.state == "delayed"]
+        return [i for _, i in sorted(items)]
+
+    def in_state(self, state: str) -> set[str]:
+        return {i for i, r in self.recs.items() if r.state == state}
+
+    # -- moves ---------------------------------------------------------------------------------
+    def enqueue(
+        self, task_id: str, prio: str, delay: bool, first: bool, cron: tuple[str, int] | None
+    ) -> str:
+        if cron is not None:
+            name, tick = cron
+            if self.cron_last.get(name, -1) >= tick:
+                return "skipped"
+            self.cron_last[name] = tick
+        rec = self.recs.get(task_id)
+        if rec is not None and rec.state in ("queued", "delayed"):
+            if not first:
+                return "exists"
+            self._unready(task_id)
+            rec.prio = prio
+            self._to_ready(task_id, rec, head=True)
+            return "moved"
+        if rec is not None and rec.state == "running":
+            rec.rerun = True
+            return "rerun"
+        # none, error or done: a fresh record (an enqueue of a finished task acts as a redo)
+        rec = self.recs[task_id] = Rec("queued", prio=prio)
+        if delay:
+            rec.state = "delayed"
+            self.stamped.append(("delayed", task_id))
+        else:
+            self._to_ready(task_id, rec, head=first)
+        return "added"
+
+    def fetch(self, worker: str, thread: str, limit: int) -> list[tuple[str, int, int]]:
+        if self.paused:
+            return []
+        out: list[tuple[str, int, int]] = []
+        for level in LEVELS:
+            lst = self.ready[level]
+            while lst and len(out) < limit:
+                task_id = lst.pop(0)
+                rec = self.recs[task_id]
+                self.counter += 1
+                rec.state, rec.fence = "running", self.counter
+                rec.worker, rec.thread = worker, thread
+                rec.attempts += 1
+                self.tokens.setdefault(task_id, []).append(self.counter)
+                self.stamped.append(("running", task_id))
+                out.append((task_id, self.counter, rec.failures))
+        return out
+
+    def ack(self, lease: Lease, keep: bool, result: str) -> bool:
+        if not self.holds(lease):
+            return False
+        rec = self.recs[lease.id]
+        self._end_run(rec)
+        self.done_count += 1
+        self.history += 1
+        if rec.rerun:
+            self._new_series(rec)
+            self._to_ready(lease.id, rec, head=False)
+        elif keep:
+            rec.state, rec.result = "done", result or None
+        else:
+            del self.recs[lease.id]
+        return True
+
+    def fail(self, lease: Lease, retry: str) -> str:
+        if not self.holds(lease):
+            return "refused"
+        rec = self.recs[lease.id]
+        self._end_run(rec)
+        self.failed_count += 1
+        self.history += 1
+        if rec.rerun:
+            self._new_series(rec)
+            self._to_ready(lease.id, rec, head=False)
+            return "rerun"
+        rec.failures += 1
+        if retry != "none":
+            rec.state = "delayed"
+            self.stamped.append(("delayed", lease.id))
+            return "retry"
+        rec.state = "error"
+        self.stamped.append(("errors", lease.id))
+        return "error"
+
+    def release(self, leases: list[Lease]) -> int:
+        back = 0
+        for lease in reversed(leases):  # the script walks the pairs from the last
+            if self.holds(lease):
+                rec = self.recs[lease.id]
+                self._end_run(rec)
+                self._to_ready(lease.id, rec, head=True)
+                back += 1
+        return back
+
+    def renew(self, leases: list[Lease]) -> list[str]:
+        lost = []
+        for lease in leases:
+            if self.holds(lease):
+                self.stamped.append(("running", lease.id))
+            else:
+                lost.append(lease.id)
+        return lost
+
+    def progress(self, lease: Lease, value: str) -> bool:
+        if not self.holds(lease):
+            return False
+        self.recs[lease.id].progress = value
+        return True
+
+    def reap(self, now: int, max_lost: int) -> list[tuple[str, str, str]]:
+        expired = sorted(
+            (r.deadline, i)
+            for i, r in self.recs.items()
+            if r.state == "running" and r.deadline is not None and r.deadline <= now
+        )
+        out = []
+        for _, task_id in expired:
+            rec = self.recs[task_id]
+            worker = rec.worker or ""
+            rec.lost += 1
+            self._end_run(rec)
+            if rec.lost >= max_lost:
+                rec.state = "error"
+                self.stamped.append(("errors", task_id))
+                out.append((task_id, worker, "error"))
+            else:
+                self._to_ready(task_id, rec, head=True)
+                out.append((task_id, worker, "ready"))
+        return out
+
+    def next_deadline(self) -> int | None:
+        deadlines = [r.deadline for r in self.recs.values() if r.state == "running"]
+        return min((d for d in deadlines if d is not None), default=None)
+
+    def promote(self, now: int) -> int:
+        moved = 0
+        for task_id in self.delayed():
+            rec = self.recs[task_id]
+            if rec.due is not None and rec.due <= now:
+                self._to_ready(task_id, rec, head=False)
+                moved += 1
+        return moved
+
+    def next_due(self) -> int | None:
+        return min(
+            (r.due for r in self.recs.values() if r.state == "delayed" and r.due), default=None
+        )
+
+    def requeue(self, want: str, ids: list[str]) -> int:
+        moved = 0
+        for task_id in ids:
+            rec = self.recs.get(task_id)
+            if rec is None or rec.state != want:
+                continue
+            if want == "error":
+                self._new_series(rec)
+                rec.failed_at = None
+            self._to_ready(task_id, rec, head=False)
+            moved += 1
+        return moved
+
+    def errors_oldest(self, n: int) -> list[str]:
+        items = sorted((r.failed_at or 0, i) for i, r in self.recs.items() if r.state == "error")
+        return [i for _, i in items[:n]]
+
+    def remove(self, ids: list[str]) -> tuple[int, int]:
+        deleted = 0
+        for task_id in ids:
+            rec = self.recs.get(task_id)
+            if rec is None or rec.state == "running":
+                continue
+            self._unready(task_id)
+            del self.recs[task_id]
+            deleted += 1
+        return deleted, len(ids)
+
+    def purge(self, what: str, limit: int) -> tuple[int, int]:
+        if what == "ready":
+            taken: list[str] = []
+            for level in LEVELS:
+                lst = self.ready[level]
+                while lst and len(taken) < limit:
+                    taken.append(lst.pop(0))
+        elif what == "delayed":
+            taken = self.delayed()[:limit]
+        else:
+            taken = self.errors_oldest(limit)
+        for task_id in taken:
+            del self.recs[task_id]
+        return len(taken), len(taken)

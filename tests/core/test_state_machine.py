@@ -1,0 +1,495 @@
+"""Model-based test of the storage layer: Hypothesis drives the real Lua scripts on a real
+redis-server (and on the local Cluster) side by side with ``tests/core/model.py``.
+
+Simulated workers and threads keep every lease they were ever given, so acks, failures,
+renewals, progress reports and releases are also sent with stale tokens. After every step
+the whole stored state of the queue is read back and checked against the invariants of
+docs/design.md:
+
+1. each task id is in exactly one place (a ready list once, delayed, running, errors, done),
+   and that place agrees with the state in its record; no list or set holds an id without
+   a record;
+2. the ready lists equal the model's, in order (FIFO within a level, priorities apart);
+3. delayed / running / errors / done hold exactly the model's ids, with the model's due
+   times;
+4. no two live leases: of all leases ever handed out for an id, at most one passes the
+   ownership check, and a running task has exactly one;
+5. a fencing token is never handed out twice: every lease takes the queue counter's next
+   value, larger than every token before it;
+6. each record's state, priority, counters (attempts, failures, lost), rerun flag, live
+   token, holder, progress and result equal the model's;
+7. what the console shows (``monitor.queue_stats``, ``monitor.pending_page``, the history
+   stream and the per-minute counters) equals the model's counts.
+
+``ZTQ_MODEL_EXAMPLES`` scales the number of runs (CI uses the default);
+``ZTQ_MODEL_SHRINK=0`` reports the first failing run unshrunk (quick when checking that a
+deliberately broken script is caught).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import redis
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+import ztq.core as ztq
+from tests.core.model import LEVELS, Lease, Model
+from ztq.core import monitor
+from ztq.core.storage import EnqueueEntry, Finished, Storage
+
+Q = "mq"
+IDS = ("t0", "t1", "t2", "t3", "t4")
+THREADS = (("w1", "A"), ("w1", "B"), ("w2", "A"))  # two threads share a worker id
+HOUR = 3_600_000
+EXAMPLES = int(os.environ.get("ZTQ_MODEL_EXAMPLES", "150"))
+STEPS = 40
+STATS: dict[str, int] = {}  # steps and examples run, per backend (printed by the test)
+
+
+def payload(task_id: str) -> str:
+    return json.dumps({"task": "model.t", "args": [task_id]})
+
+
+class QueueMachine(RuleBasedStateMachine):
+    storage: Storage
+    flush: Callable[[], None]
+    backend: str
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flush()
+        self.model = Model()
+        self.leases: dict[tuple[str, str], list[Lease]] = {t: [] for t in THREADS}
+        STATS[f"{self.backend}:examples"] = STATS.get(f"{self.backend}:examples", 0) + 1
+
+    # -- plumbing ------------------------------------------------------------------------------
+    def _key(self, zset: str) -> str:
+        k = self.storage.keys
+        return {"delayed": k.delayed, "running": k.running, "errors": k.errors}[zset](Q)
+
+    def read_stamps(self) -> None:
+        """Read back the times the last step set (due, lease deadline, failed at)."""
+        kept = {"delayed": "delayed", "running": "running", "errors": "error"}
+        stamped = [  # a later move of the same step (a batch) may have moved it on already
+            (zset, i) for zset, i in self.model.stamped if self.model.state(i) == kept[zset]
+        ]
+        self.model.stamped = []
+        if not stamped:
+            return
+        pipe = self.storage.client.pipeline(transaction=False)
+        for zset, task_id in stamped:
+            pipe.zscore(self._key(zset), task_id)
+        for (zset, task_id), score in zip(stamped, pipe.execute(), strict=True):
+            assert score is not None, f"{task_id} is not in {zset} after the step"
+            rec = self.model.recs[task_id]
+            if zset == "delayed":
+                rec.due = int(score)
+            elif zset == "running":
+                rec.deadline = int(score)
+            else:
+                rec.failed_at = int(score)
+
+    def step(self, *outcomes: object) -> None:
+        """After a move: count it (and what came of it), read back the times it set."""
+        for key in ("steps", *(str(o) for o in outcomes)):
+            STATS[f"{self.backend}:{key}"] = STATS.get(f"{self.backend}:{key}", 0) + 1
+        self.read_stamps()
+
+    def pick_thread(self, data: st.DataObject) -> tuple[str, str]:
+        return data.draw(st.sampled_from([t for t in THREADS if self.leases[t]]), label="thread")
+
+    def pick_leases(self, data: st.DataObject, thread: tuple[str, str], most: int) -> list[Lease]:
+        """Leases this thread was given: mostly live ones, sometimes stale ones."""
+        mine = self.leases[thread]
+        live = [lease for lease in mine if self.model.holds(lease)]
+        pool = live if live and data.draw(st.integers(0, 3), label="live") else mine
+        n = data.draw(st.integers(1, most), label="n")
+        return [data.draw(st.sampled_from(pool), label="lease") for _ in range(n)]
+
+    def has_leases(self) -> bool:
+        return any(self.leases.values())
+
+    def has_live_lease(self) -> bool:
+        return any(self.model.holds(lease) for ls in self.leases.values() for lease in ls)
+
+    # -- rules ---------------------------------------------------------------------------------
+    enqueue_entries = st.lists(
+        st.tuples(
+            st.sampled_from(IDS),
+            st.sampled_from(LEVELS),
+            st.sampled_from(["now", "now", "soon", "later"]),
+            st.booleans(),
+            st.none() | st.tuples(st.sampled_from(["c1", "c2"]), st.integers(0, 4)),
+        ),
+        min_size=1,
+        max_size=3,
+    )
+
+    @initialize(entries=enqueue_entries)
+    def start(self, entries: list[tuple[Any, ...]]) -> None:
+        self.enqueue(entries)
+
+    @rule(entries=enqueue_entries)
+    def enqueue(self, entries: list[tuple[Any, ...]]) -> None:
+        """One script call for a batch, as a transaction sends it."""
+        batch, expected = [], []
+        for task_id, prio, delay, first, cron in entries:
+            delay_ms = {"now": 0, "soon": 1, "later": HOUR}[delay]
+            expected += [task_id, self.model.enqueue(task_id, prio, delay_ms > 0, first, cron)]
+            name, tick = cron or ("", 0)
+            batch.append(EnqueueEntry(task_id, payload(task_id), prio, delay_ms, first, name, tick))
+        [reply] = self.storage.execute([self.storage.enqueue_op(Q, batch)])
+        assert reply == expected
+        self.step(*(f"enqueue:{o}" for o in expected[1::2]))
+
+    @rule(thread=st.sampled_from(THREADS), limit=st.integers(1, 3), expiring=st.booleans())
+    def fetch(self, thread: tuple[str, str], limit: int, expiring: bool) -> None:
+        worker, name = thread
+        before = self.model.counter
+        expected = self.model.fetch(worker, name, limit)
+        got = self.storage.fetch(Q, worker, name, 0 if expiring else HOUR, limit)
+        assert [(g.id, g.token, g.failures) for g in got] == expected
+        for g in got:
+            assert g.token > before  # larger than every token the queue handed out before
+            assert g.payload == payload(g.id)
+            self.leases[thread].append(Lease(worker, name, g.id, g.token))
+        self.step(f"fetch:{len(got)}")
+
+    @rule(
+        thread=st.sampled_from(THREADS),
+        limit=st.integers(1, 3),
+        ends=st.lists(
+            st.sampled_from(
+                ["ack"] * 4 + ["ack-drop", "fail", "retry-soon", "retry-later", "release", "crash"]
+            ),
+            min_size=3,
+            max_size=3,
+        ),
+    )
+    def worker_cycle(self, thread: tuple[str, str], limit: int, ends: list[str]) -> None:
+        """What a worker does with a batch: fetch, then end each run one way or another
+        ("crash": its lease is left to run out, for the reaper)."""
+        self.fetch(thread, limit, expiring=True)
+        model, st_ = self.model, self.storage
+        live = [lease for lease in self.leases[thread] if model.holds(lease)]
+        acks: dict[bool, list[Lease]] = {True: [], False: []}
+        for lease, end in zip(live, ends, strict=False):
+            if end in ("ack", "ack-drop"):
+                acks[end == "ack"].append(lease)  # sent together, as the executor does
+            elif end == "release":
+                got = st_.release(Q, lease.worker, [(lease.id, lease.token)])
+                assert got == model.release([lease])
+            elif end != "crash":
+                retry = {"fail": "none", "retry-soon": "soon", "retry-later": "later"}[end]
+                delay = {"none": -1, "soon": 0, "later": HOUR}[retry]
+                expected = model.fail(lease, retry)
+                got = st_.fail(Q, lease.worker, lease.id, lease.token, "model.t", "E: x", "tb",
+                               retry_delay_ms=delay)  # fmt: skip
+                assert got == expected
+                end = f"{end}:{expected}"
+            self.step(f"cycle:{end}")
+        for keep, leases in acks.items():
+            if leases:
+                assert all(model.ack(lease, keep, '"ok"') for lease in leases)
+                items = [Finished(lease.id, lease.token, "model.t", '"ok"') for lease in leases]
+                assert st_.ack(Q, thread[0], items, result_ttl_ms=HOUR if keep else 0) == []
+                self.step(f"cycle:ack-batch-of-{len(items)}")
+
+    @precondition(has_leases)
+    @rule(keep=st.booleans(), data=st.data())
+    def ack(self, keep: bool, data: st.DataObject) -> None:
+        thread = self.pick_thread(data)
+        leases = self.pick_leases(data, thread, 2)
+        result = data.draw(st.sampled_from(["", '"ok"', "[1,2]"]), label="result")
+        refused = [lease.id for lease in leases if not self.model.ack(lease, keep, result)]
+        items = [Finished(lease.id, lease.token, "model.t", result) for lease in leases]
+        got = self.storage.ack(Q, thread[0], items, result_ttl_ms=HOUR if keep else 0)
+        assert got == refused
+        self.step(*("ack:refused" if i.id in refused else "ack:ok" for i in items))
+
+    @precondition(has_leases)
+    @rule(retry=st.sampled_from(["none", "soon", "later"]), data=st.data())
+    def fail(self, retry: str, data: st.DataObject) -> None:
+        [lease] = self.pick_leases(data, self.pick_thread(data), 1)
+        expected = self.model.fail(lease, retry)
+        delay = {"none": -1, "soon": 0, "later": HOUR}[retry]
+        got = self.storage.fail(
+            Q, lease.worker, lease.id, lease.token, "model.t", "E: x", "tb", retry_delay_ms=delay
+        )
+        assert got == expected
+        self.step(f"fail:{got}")
+
+    @precondition(has_leases)
+    @rule(data=st.data())
+    def release(self, data: st.DataObject) -> None:
+        thread = self.pick_thread(data)
+        leases = self.pick_leases(data, thread, 3)
+        expected = self.model.release(leases)
+        got = self.storage.release(Q, thread[0], [(lease.id, lease.token) for lease in leases])
+        assert got == expected
+        self.step(f"release:{got}")
+
+    @precondition(has_leases)
+    @rule(expiring=st.booleans(), data=st.data())
+    def renew(self, expiring: bool, data: st.DataObject) -> None:
+        thread = self.pick_thread(data)
+        leases = self.pick_leases(data, thread, 3)
+        expected = self.model.renew(leases)
+        pairs = [(lease.id, lease.token) for lease in leases]
+        assert self.storage.renew(Q, thread[0], 0 if expiring else HOUR, pairs) == expected
+        self.step(f"renew:lost={len(expected)}/{len(pairs)}")
+
+    @precondition(has_leases)
+    @rule(n=st.integers(0, 99), data=st.data())
+    def progress(self, n: int, data: st.DataObject) -> None:
+        [lease] = self.pick_leases(data, self.pick_thread(data), 1)
+        value = json.dumps({"pct": n})
+        expected = self.model.progress(lease, value)
+        got = self.storage.set_run_info(Q, lease.id, lease.token, lease.worker, "progress", value)
+        assert got == expected
+        self.step(f"progress:{got}")
+
+    @precondition(has_live_lease)
+    @rule(move=st.sampled_from(["ack", "fail", "renew", "release", "progress"]), data=st.data())
+    def intruder(self, move: str, data: st.DataObject) -> None:
+        """A live lease's token presented by another worker: refused, nothing changes."""
+        live = [lease for ls in self.leases.values() for lease in ls if self.model.holds(lease)]
+        lease = data.draw(st.sampled_from(live), label="lease")
+        other = "w2" if lease.worker == "w1" else "w1"
+        st_ = self.storage
+        if move == "ack":
+            assert st_.ack(Q, other, [Finished(lease.id, lease.token, "model.t")]) == [lease.id]
+        elif move == "fail":
+            assert st_.fail(Q, other, lease.id, lease.token, "model.t", "E", "") == "refused"
+        elif move == "renew":
+            assert st_.renew(Q, other, HOUR, [(lease.id, lease.token)]) == [lease.id]
+        elif move == "release":
+            assert st_.release(Q, other, [(lease.id, lease.token)]) == 0
+        else:
+            assert not st_.set_run_info(Q, lease.id, lease.token, other, "progress", "{}")
+        self.step(f"intruder:{move}")
+
+    @rule(max_lost=st.integers(1, 3))
+    def reap(self, max_lost: int) -> None:
+        reaped = self.storage.reap(Q, max_lost)
+        assert reaped.items == self.model.reap(reaped.now, max_lost)
+        self.step(*(f"reap:{outcome}" for _, _, outcome in reaped.items))
+        assert reaped.next_deadline == self.model.next_deadline()
+
+    @rule()
+    def promote(self) -> None:
+        promoted = self.storage.promote(Q)
+        assert promoted.moved == self.model.promote(promoted.now)
+        assert promoted.next_due == self.model.next_due()
+        self.step(f"promote:{promoted.moved}")
+
+    @rule(
+        move=st.sampled_from(
+            ["redo", "redo", "redo_oldest", "run_now", "delete", "purge", "pause"] + ["resume"] * 3
+        ),
+        ids=st.lists(st.sampled_from(IDS), min_size=1, max_size=3),
+        n=st.integers(1, 3),
+        what=st.sampled_from(["ready", "delayed", "errors"]),
+    )
+    def operator(self, move: str, ids: list[str], n: int, what: str) -> None:
+        """What the console and the CLI do: redo, run now, delete, purge, pause, resume."""
+        st_, model = self.storage, self.model
+        if move == "redo":
+            assert st_.requeue(Q, "error", ids) == (got := model.requeue("error", ids))
+        elif move == "redo_oldest":
+            got = model.requeue("error", model.errors_oldest(n))
+            assert st_.requeue(Q, "error", oldest=n) == got
+        elif move == "run_now":
+            assert st_.requeue(Q, "delayed", ids) == (got := model.requeue("delayed", ids))
+        elif move == "delete":
+            got = model.remove(ids)
+            assert st_.remove(Q, ids) == got
+        elif move == "purge":
+            got = model.purge(what, n)
+            assert st_.remove(Q, purge=what, limit=n) == got
+            move = f"purge:{what}"
+        else:
+            model.paused = move == "pause"
+            (st_.pause if model.paused else st_.resume)(Q)
+            got = 1
+        self.step(f"{move}:{got[0] if isinstance(got, tuple) else got}")
+
+    # -- invariants ----------------------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        k = self.storage.keys
+        pipe = self.storage.client.pipeline(transaction=False)
+        pipe.hgetall(k.tasks(Q))
+        for level in LEVELS:
+            pipe.lrange(k.ready(Q, level), 0, -1)
+        for zset in (k.delayed(Q), k.running(Q), k.errors(Q), k.done(Q)):
+            pipe.zrange(zset, 0, -1, withscores=True)
+        pipe.exists(k.paused(Q))
+        pipe.get(k.fence(Q))
+        pipe.xlen(k.history(Q))
+        r = pipe.execute()
+        return {
+            "records": {i: ztq.TaskRecord.from_raw(Q, i, raw) for i, raw in r[0].items()},
+            "ready": dict(zip(LEVELS, r[1:4], strict=True)),
+            "delayed": dict(r[4]),
+            "running": dict(r[5]),
+            "errors": dict(r[6]),
+            "done": dict(r[7]),
+            "paused": bool(r[8]),
+            "counter": int(r[9] or 0),
+            "history": int(r[10]),
+        }
+
+    @invariant()
+    def stored_state_matches(self) -> None:
+        snap = self.snapshot()
+        recs, model = snap["records"], self.model
+
+        # 1. each id in exactly one place, the one its record's state names
+        places: dict[str, list[str]] = {}
+        for level, ids in snap["ready"].items():
+            for i in ids:
+                places.setdefault(i, []).append(f"ready:{level}")
+        for name in ("delayed", "running", "errors", "done"):
+            for i in snap[name]:
+                places.setdefault(i, []).append(name)
+        where = {"queued": "ready", "delayed": "delayed", "running": "running"}
+        where |= {"error": "errors", "done": "done"}
+        assert set(places) <= set(recs), f"ids without a record: {set(places) - set(recs)}"
+        for i, rec in recs.items():
+            found = places.get(i, [])
+            assert len(found) == 1, f"{i} ({rec.state}) is in {found}"
+            assert found[0].split(":")[0] == where[str(rec.state)], f"{i}: {rec.state} in {found}"
+            if rec.state == "queued":
+                assert found[0] == f"ready:{rec.priority}"
+
+        # 2, 3. the lists and sets equal the model's
+        assert snap["ready"] == model.ready
+        assert snap["delayed"] == {i: float(model.recs[i].due or 0) for i in model.delayed()}
+        assert set(snap["running"]) == model.in_state("running")
+        assert set(snap["errors"]) == model.in_state("error")
+        assert set(snap["done"]) == model.in_state("done")
+        assert snap["paused"] == model.paused
+
+        # 4. at most one live lease per id; a running task has exactly one
+        for i in IDS:
+            holders = [
+                lease
+                for leases in self.leases.values()
+                for lease in leases
+                if lease.id == i and (rec := recs.get(i)) is not None
+                and rec.state == "running" and rec.get("fence") == lease.token
+                and rec.get("worker") == lease.worker
+            ]  # fmt: skip
+            assert len(holders) == (1 if model.state(i) == "running" else 0), (i, holders)
+
+        # 5. tokens: the counter is the last token handed out; none was handed out twice
+        assert snap["counter"] == model.counter
+        every = [t for tokens in model.tokens.values() for t in tokens]
+        assert len(every) == len(set(every)) == model.counter
+
+        # 6. each record equals the model's
+        assert set(recs) == set(model.recs)
+        for i, m in model.recs.items():
+            rec = recs[i]
+            got = {
+                "state": str(rec.state),
+                "prio": rec.priority,
+                "attempts": rec.get("attempts") or 0,
+                "failures": rec.get("failures") or 0,
+                "lost": rec.get("lost") or 0,
+                "rerun": bool(rec.get("rerun")),
+                "progress": rec.get("progress"),
+                "result": rec.get("result"),
+            }
+            want = {
+                "state": m.state,
+                "prio": m.prio,
+                "attempts": m.attempts,
+                "failures": m.failures,
+                "lost": m.lost,
+                "rerun": m.rerun,
+                "progress": m.progress,
+                "result": m.result if m.state == "done" else None,
+            }
+            if m.state == "running":
+                got |= {"fence": rec.get("fence"), "worker": rec.get("worker")}
+                want |= {"fence": m.fence, "worker": m.worker}
+            assert got == want, i
+
+        # 7. what the console shows
+        [stats] = monitor.queue_stats(self.storage, [Q], minutes=2)
+        assert stats.ready == {lv: len(model.ready[lv]) for lv in LEVELS}
+        assert (stats.delayed, stats.running, stats.errors, stats.paused) == (
+            len(model.in_state("delayed")),
+            len(model.in_state("running")),
+            len(model.in_state("error")),
+            model.paused,
+        )
+        assert sum(done for _, done, _ in stats.throughput) == model.done_count
+        assert sum(failed for _, _, failed in stats.throughput) == model.failed_count
+        assert snap["history"] == model.history
+        page = monitor.pending_page(self.storage, Q, 0, 50)
+        assert [row.id for row in page.rows] == [i for lv in LEVELS for i in model.ready[lv]]
+
+
+def _run(backend: str, storage: Storage, flush: Callable[[], None], examples: int) -> None:
+    machine = type(
+        f"QueueMachine_{backend.replace('-', '_')}",
+        (QueueMachine,),
+        {"storage": storage, "flush": staticmethod(flush), "backend": backend},
+    )
+    run_state_machine_as_test(
+        machine,
+        settings=settings(
+            max_examples=examples,
+            stateful_step_count=STEPS,
+            deadline=None,
+            database=None,
+            print_blob=True,
+            phases=list(Phase)
+            if os.environ.get("ZTQ_MODEL_SHRINK", "1") != "0"
+            else [Phase.generate],
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        ),
+    )
+    print(
+        f"\nstate machine on {backend}: {STATS.get(f'{backend}:examples', 0)} runs, "
+        f"{STATS.get(f'{backend}:steps', 0)} steps; moves: "
+        + ", ".join(
+            f"{k.split(':', 1)[1]}={v}" for k, v in sorted(STATS.items()) if k.startswith(backend)
+        )
+    )
+    assert STATS.get(f"{backend}:steps", 0) >= examples  # it really ran
+
+
+def test_state_machine_on_redis(redis_server: Any) -> None:
+    client = redis.Redis(port=redis_server.port)
+    storage = ztq.connect(redis_server.url)
+    try:
+        _run("redis", storage, client.flushall, EXAMPLES)
+    finally:
+        client.close()
+        ztq.disconnect_all()
+
+
+@pytest.mark.cluster
+def test_state_machine_on_cluster(redis_cluster: Any) -> None:
+    storage = ztq.connect(redis_cluster.url)
+    try:
+        _run("cluster", storage, redis_cluster.flush, max(10, EXAMPLES // 3))
+    finally:
+        ztq.disconnect_all()
