@@ -222,6 +222,8 @@ class Executor(threading.Thread):
         )
         now = time.time()
         self.current = Running(lease, tf.name, now, now + timeout if timeout else None, ctx)
+        if timeout and self.slot is None:
+            self.worker.timeouts.poke()
         log.info(
             "task start id=%s task=%s queue=%s attempt=%d",
             lease.id,

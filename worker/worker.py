@@ -30,10 +30,11 @@ from ztq.core.workers import (
     write_heartbeat,
 )
 from ztq.worker.config import ThreadSpec, WorkerConfig
-from ztq.worker.execute import Killed, SoftTimeout
+from ztq.worker.execute import Killed
 from ztq.worker.executor import Executor
 from ztq.worker.scheduler import Scheduler
 from ztq.worker.sysinfo import SysInfo
+from ztq.worker.timeouts import TimeoutWatch
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,7 @@ class Worker:
         self._signals = 0
         self.command_thread: threading.Thread | None = None
         self.scheduler: Scheduler | None = None
+        self.timeouts = TimeoutWatch(self)
 
     # -- setup -------------------------------------------------------------------------------
     def setup(self) -> None:
@@ -108,7 +110,6 @@ class Worker:
         if self.cron is not None and self.cron.entries and self.cron.due_now(now):
             _, self.next_cron = self.cron.fire(now, skip=disabled_cron(self.storage))
             self.publish_cron()
-        self.watch_timeouts(now)
 
     def reap(self, queue: str) -> Reaped:
         """Hand back the tasks of dead workers in ``queue``, and log each in the event log."""
@@ -165,19 +166,6 @@ class Worker:
             "done": sum(ex.done_count for ex in alive),
             "failed": sum(ex.failed_count for ex in alive),
         }
-
-    def watch_timeouts(self, now: float) -> None:
-        for ex in list(self.executors):
-            cur = ex.current
-            if (
-                cur
-                and cur.deadline
-                and now > cur.deadline
-                and not cur.timed_out
-                and ex.slot is None
-            ):
-                cur.timed_out = True
-                ex.guard.interrupt(ex, SoftTimeout)
 
     def served_queues(self) -> list[str]:
         """The queues this worker's live executors watch (changes with set_threads)."""
@@ -292,6 +280,7 @@ class Worker:
         self.start_executors()
         self.scheduler = Scheduler(self)
         self.scheduler.start()
+        self.timeouts.start()
         self.command_thread = threading.Thread(
             target=self.command_loop, name="ztq-commands", daemon=True
         )

@@ -171,3 +171,15 @@ def test_payload_with_many_args_round_trip(start_worker) -> None:
     h = t.noop.enqueue(([1, {"a": []}], "x" * 10_000))
     wait_for(lambda: ztq.ping(h) == "done")
     assert json.loads(h.record().payload_text)["args"][1] == "x" * 10_000
+
+
+def test_soft_timeouts_fire_at_the_deadline_not_at_the_next_heartbeat(start_worker) -> None:
+    """Two timed runs on one thread, with a heartbeat far longer than the timeout: each
+    ends within half a second of its limit (it used to wait for the next heartbeat)."""
+    start_worker(heartbeat=5.0, lease=15.0)
+    handles = [t.busy_loop.enqueue((30,), timeout=0.3, unique=False) for _ in range(2)]
+    wait_for(lambda: all(ztq.ping(h) == "error" for h in handles), timeout=20)
+    for h in handles:
+        rec = h.record()
+        assert rec is not None and rec.get("error").startswith("SoftTimeout")
+        assert 300 <= rec.get("ended") - rec.get("started") < 800
