@@ -124,7 +124,17 @@ def task_dict(rec: TaskRecord, *, full: bool = False) -> dict[str, Any]:
         "state": rec.state.value,
         "priority": rec.priority,
     }
-    for key in ("enqueued", "due", "started", "ended", "failed", "attempts", "lost", "redone"):
+    for key in (
+        "enqueued",
+        "due",
+        "started",
+        "ended",
+        "failed",
+        "attempts",
+        "failures",
+        "lost",
+        "redone",
+    ):
         if meta.get(key) is not None:
             out[key] = meta[key]
     for key in ("worker", "thread", "failed_worker", "error", "comment"):

@@ -205,6 +205,7 @@ MESSAGES: dict[str, str] = {
     "{n} were in another state and left alone.": "{n} 个处于其他状态，未处理。",
     "Several tasks have this id": "多个任务使用此 ID",
     "lost its worker {n} times": "丢失工作进程 {n} 次",
+    "{n} failed": "失败 {n} 次",
     "redone ×{n}": "重做 {n} 次",
     "Recent runs": "最近运行",
     "By id, by task name, or by text in its arguments or error, in every state.": "按 ID、任务名或参数与错误中的文本查找，包括所有状态。",

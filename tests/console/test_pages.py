@@ -115,6 +115,7 @@ def test_task_detail_shows_everything_escaped(operator: TestApp, store: Storage)
     assert "Traceback (most recent call last)" in r.text and "KeyError" in r.text
     assert 'value="redo"' in r.text and 'value="run_now"' not in r.text
     assert "w1" in r.text  # the worker it failed on
+    assert "2 · 1 failed" not in r.text and "1 · 1 failed" in r.text  # retries= counts these
     assert operator.get(f"/tasks/{h.id}?queue=default").status_int == 200
 
 
