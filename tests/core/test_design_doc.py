@@ -1,0 +1,119 @@
+"""docs/design.md says what the code does: its key table and its script table are checked
+against ``Keys``, against the types a real Redis reports, and against ``core/scripts``."""
+
+from __future__ import annotations
+
+import inspect
+import re
+import time
+from pathlib import Path
+
+import ztq.core as ztq
+from tests import sample_tasks as t
+from tests.console import scenario
+from ztq.core.cron import CronEntry
+from ztq.core.keys import Keys
+from ztq.core.scripts import NAMES
+from ztq.core.storage import Finished, Storage
+from ztq.core.workers import send_command, set_cron_enabled
+
+DESIGN = Path(__file__).resolve().parents[2] / "docs" / "design.md"
+PLACEHOLDERS = {"queue": "q", "priority": "<level>", "minute": "<minute>", "worker_id": "<id>"}
+
+
+def section_table(heading: str) -> list[list[str]]:
+    """The rows (cells) of the first table under the heading that starts with ``heading``."""
+    text = DESIGN.read_text(encoding="utf-8")
+    start = text.index(f"\n## {heading}")
+    rows = []
+    for line in text[start + 1 :].splitlines()[1:]:
+        if line.startswith("## "):
+            break
+        if line.startswith("|") and not line.startswith("|---"):
+            rows.append([cell.strip() for cell in line.strip("|").split("|")])
+    assert rows, f"no table under {heading!r}"
+    return rows[1:]  # without the header
+
+
+def documented_keys() -> dict[str, str]:
+    out = {}
+    for cells in section_table("Redis layout"):
+        keys = re.findall(r"`([^`]+)`", cells[0])
+        assert len(keys) == 1, f"one key per row, not {cells[0]!r}"
+        out[keys[0]] = cells[1]
+    return out
+
+
+def code_keys() -> set[str]:
+    """Every key name ``Keys`` can spell, with placeholders for its variable parts."""
+    keys = Keys("ztq")
+    out = set()
+    for name, value in inspect.getmembers(keys):
+        if name.startswith("_") or name in ("prefix", "ready_all"):
+            continue
+        if isinstance(value, str):
+            out.add(value)
+        elif callable(value):
+            params = inspect.signature(value).parameters
+            out.add(value(*(PLACEHOLDERS[p] for p in params)))
+    return out
+
+
+def test_key_table_lists_exactly_the_keys_the_code_spells() -> None:
+    assert set(documented_keys()) == code_keys()
+
+
+def _pattern(doc_key: str, prefix: str) -> re.Pattern[str]:
+    escaped = re.escape(doc_key.replace("ztq:", f"{prefix}:", 1))
+    escaped = escaped.replace(re.escape("{q}"), r"\{[^}]+\}")
+    for holder in ("<level>", "<minute>", "<id>"):
+        escaped = escaped.replace(re.escape(holder), r"[^:{}]+")
+    return re.compile(f"^{escaped}$")
+
+
+def test_every_key_exists_with_the_documented_type(redis_url: str) -> None:
+    """Populate a Redis the way workers and the console do, then compare each key's TYPE."""
+    storage: Storage = ztq.get_storage()
+    scenario.populate(storage)  # tasks in every state, workers, history, events, cron
+    storage.register_queue("default")
+    set_cron_enabled(storage, "nightly-report", False, by="ops")
+    assert send_command(storage, "mailer-1", "refresh")
+    t.add.enqueue((9, 9), delay=60)  # a token for the schedulers
+    [lease] = storage.fetch("reports", "w", "t", 60_000, 1)
+    storage.ack("reports", "w", [Finished(lease.id, lease.token, "x", "1")])
+    storage.pause("reports")
+    table = ztq.CronTable([CronEntry("every-minute", t.noop.prepare(), "* * * * *")])
+    table.fire(now=(int(time.time()) // 60) * 60 + 0.5)
+    scenario.log(storage, "audit-probe", "ops")  # events
+    storage.client.xadd(storage.keys.audit, {"who": "ops", "what": "redo"})
+    found = [str(k) for k in storage.client.scan_iter(match="ztq:*", count=1000)]
+    types = dict(zip(found, (storage.client.type(k) for k in found), strict=True))
+    unmatched = set(found)
+    for doc_key, doc_type in documented_keys().items():
+        pattern = _pattern(doc_key, "ztq")
+        hits = [k for k in found if pattern.match(k)]
+        assert hits, f"{doc_key} is documented but the scenario made no such key"
+        for k in hits:
+            assert types[k] == doc_type, f"{k}: Redis says {types[k]}, the doc says {doc_type}"
+        unmatched -= set(hits)
+    assert not unmatched, f"keys the doc does not describe: {sorted(unmatched)}"
+
+
+def test_script_table_lists_every_script_with_what_it_returns() -> None:
+    rows = section_table("The scripts")
+    documented = [re.findall(r"`([^`]+)`", cells[0])[0] for cells in rows]
+    assert sorted(documented) == sorted(NAMES)
+    for cells in rows:
+        assert len(cells) == 4 and cells[2], f"{cells[0]}: say what it returns"
+    folder = Path(ztq.__file__).parent / "scripts"
+    for name in NAMES:
+        header = (folder / f"{name}.lua").read_text(encoding="utf-8").split("\n\n")[0]
+        for part in ("KEYS", "ARGV", "Returns"):
+            assert part in header, f"{name}.lua: its header comment does not say {part}"
+
+
+def test_design_doc_names_nothing_outside_the_repo() -> None:
+    text = DESIGN.read_text(encoding="utf-8")
+    assert "shared/" not in text and "../" not in text
+    for path in re.findall(r"`((?:core|worker|console|tests|docs)/[^`*]+?)`", text):
+        assert (DESIGN.parents[1] / path.split("::")[0]).exists(), path
