@@ -1,0 +1,85 @@
+"""The configuration examples in docs/ are run: the worker file of docs/worker.md loads as
+described, and every error message docs/settings.md shows is the one the code gives."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from ztq.core.errors import ConfigError
+from ztq.worker.config import ThreadSpec, load_config
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+def code_blocks(page: str) -> list[str]:
+    return re.findall(r"^```[a-z]*\n(.*?)^```", (DOCS / page).read_text("utf-8"), re.S | re.M)
+
+
+def test_worker_md_ini_example_loads_as_described(tmp_path: Path, monkeypatch) -> None:
+    for var in ("ZTQ_REDIS_URL", "ZTQ_PREFIX", "ZTQ_LEASE", "ZTQ_HEARTBEAT", "ZTQ_MODULES"):
+        monkeypatch.delenv(var, raising=False)
+    [ini] = [b for b in code_blocks("worker.md") if b.startswith("[server]")]
+    path = tmp_path / "worker.ini"
+    path.write_text(ini, encoding="utf-8")
+    cfg = load_config(path)
+    assert cfg.name == "pdf-box-1" and cfg.imports == ("myapp.tasks", "myapp.mail")
+    assert (cfg.lease, cfg.heartbeat, cfg.max_lost, cfg.prefetch) == (15, 3, 3, 32)
+    assert (cfg.result_ttl, cfg.history_maxlen, cfg.grace, cfg.retry_backoff) == (
+        3600,
+        10000,
+        30,
+        1,
+    )
+    assert cfg.threads == (
+        ThreadSpec("default-0", ("default",)),
+        ThreadSpec("default-1", ("default",)),
+        ThreadSpec("pdf-0", ("pdf",), "process"),
+        ThreadSpec("fast", ("urgent", "default")),
+    )
+
+
+def _error(call) -> str:  # type: ignore[no-untyped-def]
+    with pytest.raises(ConfigError) as caught:
+        call()
+    return str(caught.value)
+
+
+def test_settings_md_error_messages_are_the_real_ones(tmp_path: Path, monkeypatch) -> None:
+    [shown] = [b for b in code_blocks("settings.md") if "environment variable ZTQ_LEASE" in b]
+    lines = shown.strip().splitlines()
+    monkeypatch.chdir(tmp_path)
+    for var in ("ZTQ_REDIS_URL", "ZTQ_PREFIX", "ZTQ_LEASE", "ZTQ_HEARTBEAT"):
+        monkeypatch.delenv(var, raising=False)
+
+    monkeypatch.setenv("ZTQ_LEASE", "abc")
+    got = [_error(load_config)]
+    monkeypatch.delenv("ZTQ_LEASE")
+
+    Path("worker.ini").write_text("[server]\nname = a\nheartbeat = 3\n\nlease = soon\n")
+    got.append(_error(lambda: load_config("worker.ini")))
+
+    from ztq.console.config import load
+
+    app = ["[app:main]", "use = egg:ztq"] + [""] * 9 + ["ztq.console.page_size = 1"]
+    Path("app.ini").write_text("\n".join(app) + "\n")
+    got.append(_error(lambda: load({"ztq.console.page_size": "1"}, {}, path="app.ini")))
+
+    got.append(_error(lambda: load_config(None, lease=-1.0)))
+
+    app = ["[app:main]", "use = egg:ztq"] + [""] * 6 + ["ztq.prefix = shop"]
+    app += [""] * (39 - len(app) - 1) + ["[ztq:worker]", "prefix = other"]
+    Path("app.ini").write_text("\n".join(app) + "\n")
+    got.append(_error(lambda: load_config("app.ini")))
+
+    monkeypatch.setenv("ZTQ_HEARTBEAT", "10")
+    got.append(_error(lambda: load_config(None, lease=15.0)))
+
+    assert len(got) == len(lines)
+    for shown_line, real in zip(lines, got, strict=True):
+        if shown_line.endswith("; ..."):
+            assert real.startswith(shown_line[: -len("; ...")]), (shown_line, real)
+        else:
+            assert real == shown_line
