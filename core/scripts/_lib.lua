@@ -40,10 +40,11 @@ end
 -- live lease? `fence` is set by fetch from the queue's lease counter, which only ever grows,
 -- so the token of an earlier lease never matches again whatever happened since (reap, retry,
 -- redo, rerun, delete and enqueue again). Every write of a run (ack, fail, renew, progress,
--- release) goes through here.
+-- release) goes through here. Tokens are kept as decimal strings: cjson writes numbers with
+-- 14 significant digits, which would merge tokens from 1e14 on.
 local function holds(meta, token, worker)
-  return meta ~= nil and meta.state == 'running' and meta.fence == tonumber(token)
-    and meta.worker == worker
+  return meta ~= nil and meta.state == 'running' and meta.fence ~= nil
+    and meta.fence == token and meta.worker == worker
 end
 
 -- A new series of runs (redo, or an identical enqueue that arrived during a run): the counts
@@ -53,7 +54,10 @@ local function new_series(meta)
   meta.attempts, meta.failures, meta.lost = nil, nil, nil
 end
 
+-- A run ended (acked, failed, reaped, released): nothing of it stays on the record, the
+-- rerun request included (ack and fail read it first: it asks for one more run after this one)
 local function clear_run(meta)
+  meta.rerun = nil
   meta.worker = nil
   meta.thread = nil
   meta.progress = nil

@@ -23,10 +23,11 @@ for i = 4, #ARGV, 4 do
       'enqueued', meta.enqueued or 0, 'started', started, 'ended', now,
       'runtime_ms', now - started, 'summary', '')
     acked = acked + 1
+    local rerun = meta.rerun
     clear_run(meta)
     meta.ended = now
-    if meta.rerun then
-      meta.rerun, meta.state, meta.enqueued = nil, 'queued', now
+    if rerun then
+      meta.state, meta.enqueued = 'queued', now
       new_series(meta)
       save(KEYS[1], id, meta, payload)
       redis.call('RPUSH', ready_list(ready, meta.prio), id)

@@ -24,9 +24,10 @@ redis.call('HINCRBY', KEYS[7], 'failed', 1)
 redis.call('PEXPIRE', KEYS[7], 7200000)
 meta.error, meta.traceback, meta.ended = err, tb, now
 meta.failed_worker, meta.failed_thread = worker, meta.thread
+local rerun = meta.rerun
 clear_run(meta)
-if meta.rerun then
-  meta.rerun, meta.state, meta.enqueued = nil, 'queued', now
+if rerun then
+  meta.state, meta.enqueued = 'queued', now
   new_series(meta)
   save(KEYS[1], id, meta, payload)
   redis.call('RPUSH', ready_list(ready, meta.prio), id)

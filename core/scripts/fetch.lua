@@ -27,7 +27,7 @@ local first = redis.call('INCRBY', KEYS[8], #taken) - #taken
 for i, t in ipairs(taken) do
   local id, meta, payload = t[1], t[2], t[3]
   meta.state = 'running'
-  meta.fence = first + i
+  meta.fence = string.format('%d', first + i)
   meta.attempts = (meta.attempts or 0) + 1
   meta.started = now
   meta.worker, meta.thread = worker, thread

@@ -22,7 +22,7 @@ for _, id in ipairs(expired) do
       redis.call('ZADD', KEYS[3], now, id)
       out[#out + 1], out[#out + 2], out[#out + 3] = id, worker, 'error'
     else
-      meta.state, meta.rerun = 'queued', nil  -- this run is the one a rerun asked for
+      meta.state = 'queued'
       redis.call('LPUSH', ready_list(ready, meta.prio), id)
       out[#out + 1], out[#out + 2], out[#out + 3] = id, worker, 'ready'
     end

@@ -13,7 +13,7 @@ for i = #ARGV - 1, 2, -2 do
   if holds(meta, token, worker) then
     redis.call('ZREM', KEYS[2], id)
     clear_run(meta)
-    meta.state, meta.rerun = 'queued', nil
+    meta.state = 'queued'
     save(KEYS[1], id, meta, payload)
     redis.call('LPUSH', ready_list(ready, meta.prio), id)
     back = back + 1

@@ -49,7 +49,6 @@ class Model:
     done_count: int = 0  # accepted acks (stats)
     failed_count: int = 0  # accepted failures (stats)
     history: int = 0  # entries in the history stream
-    tokens: dict[str, list[int]] = field(default_factory=dict)  # every token ever per id
     # what the step just (re)timed, for the test to read back from Redis: (zset, id)
     stamped: list[tuple[str, str]] = field(default_factory=list)
 
@@ -72,9 +71,12 @@ class Model:
             if task_id in self.ready[level]:
                 self.ready[level].remove(task_id)
 
-    def _end_run(self, rec: Rec) -> None:
+    def _end_run(self, rec: Rec) -> bool:
+        """A run ended: nothing of it stays. Returns whether a rerun was asked for meanwhile."""
+        rerun, rec.rerun = rec.rerun, False
         rec.worker = rec.thread = rec.progress = None
         rec.deadline = None
+        return rerun
 
     def _new_series(self, rec: Rec) -> None:
         rec.attempts = rec.failures = rec.lost = 0
@@ -137,7 +139,6 @@ class Model:
                 rec.state, rec.fence = "running", self.counter
                 rec.worker, rec.thread = worker, thread
                 rec.attempts += 1
-                self.tokens.setdefault(task_id, []).append(self.counter)
                 self.stamped.append(("running", task_id))
                 out.append((task_id, self.counter, rec.failures))
         return out
@@ -146,10 +147,10 @@ class Model:
         if not self.holds(lease):
             return False
         rec = self.recs[lease.id]
-        self._end_run(rec)
+        rerun = self._end_run(rec)
         self.done_count += 1
         self.history += 1
-        if rec.rerun:
+        if rerun:
             self._new_series(rec)
             self._to_ready(lease.id, rec, head=False)
         elif keep:
@@ -162,10 +163,10 @@ class Model:
         if not self.holds(lease):
             return "refused"
         rec = self.recs[lease.id]
-        self._end_run(rec)
+        rerun = self._end_run(rec)
         self.failed_count += 1
         self.history += 1
-        if rec.rerun:
+        if rerun:
             self._new_series(rec)
             self._to_ready(lease.id, rec, head=False)
             return "rerun"
@@ -179,14 +180,15 @@ class Model:
         return "error"
 
     def release(self, leases: list[Lease]) -> int:
-        back = 0
-        for lease in reversed(leases):  # the script walks the pairs from the last
-            if self.holds(lease):
-                rec = self.recs[lease.id]
-                self._end_run(rec)
-                self._to_ready(lease.id, rec, head=True)
-                back += 1
-        return back
+        """Given-back tasks go to the head of their ready lists in the order given (a lease
+        given twice counts once, where it was given last)."""
+        last = {lease: i for i, lease in enumerate(leases)}
+        held = [lease for lease in sorted(last, key=last.__getitem__) if self.holds(lease)]
+        for lease in reversed(held):
+            rec = self.recs[lease.id]
+            self._end_run(rec)
+            self._to_ready(lease.id, rec, head=True)
+        return len(held)
 
     def renew(self, leases: list[Lease]) -> list[str]:
         lost = []

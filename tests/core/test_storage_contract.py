@@ -379,3 +379,29 @@ def test_lost_leases_do_not_use_up_retries(storage: Storage) -> None:
     rec = h.record()
     assert redone.failures == 0 and rec is not None
     assert (rec.get("lost"), rec.get("failures"), rec.get("attempts")) == (None, None, 1)
+
+
+def test_a_rerun_request_ends_with_the_run_it_was_made_during(storage: Storage) -> None:
+    """A poison pill that had a rerun request, redone: it runs once and is done (the request
+    belonged to the lost run; it used to survive and cost an extra run after the redo)."""
+    h = t.add.delay(3, 3)
+    storage.fetch("default", "w1", "A", 0, 1)
+    assert t.add.delay(3, 3).outcome == "rerun"
+    assert [item[2] for item in storage.reap("default", max_lost=1).items] == ["error"]
+    assert storage.requeue("default", "error", [h.id]) == 1
+    [run] = storage.fetch("default", "w1", "A", 30_000, 1)
+    assert storage.ack("default", "w1", [Finished(h.id, run.token, t.add.name, "6")]) == []
+    assert ztq.ping(h) == "done" and fetch_all(storage) == []
+
+
+def test_tokens_past_1e14_stay_distinct(storage: Storage) -> None:
+    """cjson writes numbers with 14 digits; tokens are stored as strings so that they do not
+    merge when a queue's counter grows large."""
+    ids = [t.add.delay(i, 0).id for i in range(3)]
+    storage.client.set(storage.keys.fence("default"), 10**14 - 1)
+    leases = storage.fetch("default", W, "t0", 30_000, 3)
+    assert [lease.token for lease in leases] == [10**14, 10**14 + 1, 10**14 + 2]
+    stale = [Finished(lease.id, 10**14, t.add.name) for lease in leases[1:]]
+    assert storage.ack("default", W, stale) == ids[1:]
+    live = [Finished(lease.id, lease.token, t.add.name) for lease in leases]
+    assert storage.ack("default", W, live) == []
