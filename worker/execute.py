@@ -115,27 +115,37 @@ class Interruptible:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.active = False
+        self.run: object = None  # what is running now (the executor's Running)
 
-    def interrupt(self, thread: threading.Thread, exc: type[BaseException]) -> bool:
+    def interrupt(
+        self, thread: threading.Thread, exc: type[BaseException], run: object = None
+    ) -> bool:
+        """Raise ``exc`` in ``thread`` if it is inside task code, and (when ``run`` is given)
+        still running that very run: a check made just before the task ended must not hit
+        the next task of the batch."""
         with self.lock:
-            if not self.active or thread.ident is None:
+            if not self.active or thread.ident is None or (run is not None and run is not self.run):
                 return False
             done = ctypes.pythonapi.PyThreadState_SetAsyncExc(
                 ctypes.c_ulong(thread.ident), ctypes.py_object(exc)
             )
             return bool(done == 1)
 
-    def enter(self) -> None:
+    def enter(self, run: object = None) -> None:
         with self.lock:
-            self.active = True
+            self.active, self.run = True, run
 
     def leave(self) -> None:
         with self.lock:
-            self.active = False
+            self.active, self.run = False, None
 
 
 def call(
-    tf: Any, args: list[Any], kwargs: dict[str, Any], guard: Interruptible | None = None
+    tf: Any,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    guard: Interruptible | None = None,
+    run: object = None,
 ) -> Outcome:
     """Call a checked task function and classify the result.
 
@@ -144,7 +154,7 @@ def call(
     """
     try:
         if guard is not None:
-            guard.enter()
+            guard.enter(run)
         try:
             value = tf.fn(*args, **kwargs)
         finally:

@@ -22,7 +22,7 @@ from ztq.core.storage import Finished, Leased
 from ztq.worker.config import ThreadSpec
 from ztq.worker.context import RunContext, reset_current, set_current
 from ztq.worker.execute import Interruptible, Killed, Outcome, SoftTimeout, call, prepare
-from ztq.worker.process_slot import ProcessSlot
+from ztq.worker.process_slot import ProcessSlot, SlotTask
 
 if TYPE_CHECKING:
     from ztq.worker.worker import Worker
@@ -232,7 +232,7 @@ class Executor(threading.Thread):
             lease.failures + 1,
         )
         if self.slot is not None:
-            message = (
+            job = SlotTask(
                 lease.payload,
                 lease.queue,
                 lease.id,
@@ -242,11 +242,11 @@ class Executor(threading.Thread):
                 opts.get("on_progress"),
                 timeout,
             )
-            outcome = self.slot.run(message, timeout)
+            outcome = self.slot.run(job)
         else:
             token = set_current(ctx)
             try:
-                outcome = call(tf, args, kwargs, self.guard)
+                outcome = call(tf, args, kwargs, self.guard, self.current)
             finally:
                 reset_current(token)
         runtime = (time.time() - now) * 1000

@@ -16,12 +16,27 @@ import os
 import signal
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from ztq.worker.execute import Outcome, SoftTimeout, run_payload
 
 log = logging.getLogger(__name__)
 HARD_GRACE = 5.0  # seconds past the soft timeout before the child is killed
+
+
+@dataclass(frozen=True)
+class SlotTask:
+    """What the parent sends the child for one run (pickled over the pipe)."""
+
+    payload: str
+    queue: str
+    task_id: str
+    token: int
+    worker: str
+    task: str
+    on_progress: dict[str, Any] | None
+    timeout: float | None
 
 
 def _soft_timeout(signum: int, frame: Any) -> None:
@@ -44,21 +59,21 @@ def _child_main(conn: Any, imports: tuple[str, ...], url: str, prefix: str) -> N
             msg = conn.recv()
         except EOFError:
             return
-        payload, queue, task_id, token, worker, task, on_progress, timeout = msg
+        job: SlotTask = msg
         ctx = RunContext(
             storage,
-            queue,
-            task_id,
-            token,
-            worker,
-            task,
-            TaskCall.from_dict(on_progress) if on_progress else None,
+            job.queue,
+            job.task_id,
+            job.token,
+            job.worker,
+            job.task,
+            TaskCall.from_dict(job.on_progress) if job.on_progress else None,
         )
         tok = set_current(ctx)
-        if timeout:
-            signal.setitimer(signal.ITIMER_REAL, timeout)
+        if job.timeout:
+            signal.setitimer(signal.ITIMER_REAL, job.timeout)
         try:
-            outcome = run_payload(payload)
+            outcome = run_payload(job.payload)
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             reset_current(tok)
@@ -98,11 +113,11 @@ class ProcessSlot:
         self.conn.close()
         self._start()
 
-    def run(self, message: tuple[Any, ...], timeout: float | None) -> Outcome:
+    def run(self, job: SlotTask) -> Outcome:
         """Send one task to the child and wait for its outcome (killing it when needed)."""
         self._kill.clear()
-        task = str(message[4])
-        self.conn.send(message)
+        task, timeout = job.task, job.timeout
+        self.conn.send(job)
         hard = time.monotonic() + timeout + HARD_GRACE if timeout else None
         while True:
             try:

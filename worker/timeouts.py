@@ -9,6 +9,7 @@ it costs nothing while no task has a ``timeout``. Process slots time their tasks
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import TYPE_CHECKING
@@ -18,6 +19,7 @@ from ztq.worker.execute import SoftTimeout
 if TYPE_CHECKING:
     from ztq.worker.worker import Worker
 
+log = logging.getLogger(__name__)
 IDLE = 1.0  # seconds between looks when no timed task runs (a poke wakes it sooner)
 AGAIN = 0.01  # the task was not inside its own code yet (or just left it): look again soon
 
@@ -41,7 +43,7 @@ class TimeoutWatch(threading.Thread):
                 continue
             if now < cur.deadline:
                 upcoming.append(cur.deadline)
-            elif ex.guard.interrupt(ex, SoftTimeout):
+            elif ex.guard.interrupt(ex, SoftTimeout, cur):
                 cur.timed_out = True
             else:
                 upcoming.append(now + AGAIN)
@@ -50,7 +52,11 @@ class TimeoutWatch(threading.Thread):
     def run(self) -> None:
         while not self.worker.stopping.is_set():
             now = time.time()
-            nxt = self.check(now)
+            try:
+                nxt = self.check(now)
+            except Exception:  # never let one bad look end the timeouts of the whole worker
+                log.exception("timeout watchdog")
+                nxt = None
             wait = IDLE if nxt is None else min(IDLE, max(0.0, nxt - now))
             self.poked.wait(wait)
             self.poked.clear()  # the next check sees whatever poked it

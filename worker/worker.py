@@ -242,7 +242,7 @@ class Worker:
             if ex.slot is not None:
                 ex.slot.kill()
             else:
-                ex.guard.interrupt(ex, Killed)
+                ex.guard.interrupt(ex, Killed, cur)
             return True
         log.warning("kill: no task %s on thread %s", task_id, thread)
         return False

@@ -135,6 +135,8 @@ def test_process_slot_kill_and_hard_timeout(start_worker, tmp_path) -> None:
     send_command(storage, w.id, "kill", thread="slow-0", task_id=stuck.id)
     wait_for(lambda: ztq.ping(stuck) == "error")
     assert stuck.record().get("error").startswith("Killed")
+    history = storage.client.xrange(storage.keys.history("slow"))
+    assert [e["task"] for _, e in history if e["id"] == stuck.id] == [t.sleepy.name]
     wait_for(lambda: w.executors[0].slot.pid != slot_pid)
     assert gone(slot_pid)  # the killed slot process was not left behind
     # time.sleep in the slot's child is interrupted by the SIGALRM of the soft timeout

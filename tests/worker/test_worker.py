@@ -182,4 +182,4 @@ def test_soft_timeouts_fire_at_the_deadline_not_at_the_next_heartbeat(start_work
     for h in handles:
         rec = h.record()
         assert rec is not None and rec.get("error").startswith("SoftTimeout")
-        assert 300 <= rec.get("ended") - rec.get("started") < 800
+        assert 300 <= rec.get("ended") - rec.get("started") < 2000  # the heartbeat is 5 s
