@@ -342,14 +342,23 @@ def read_ini(path: str | os.PathLike[str]) -> IniFile:
     file = Path(path)
     if not file.is_file():
         raise ConfigError(f"config file {file} does not exist")
-    parser = configparser.ConfigParser(inline_comment_prefixes=(";", "#"), interpolation=None)
+    # [DEFAULT] is read as a section of its own (ours ignore it): its keys (pserve's `here`,
+    # logging paths) must not turn up as unknown options of the worker section
+    parser = configparser.ConfigParser(
+        inline_comment_prefixes=(";", "#"), interpolation=None, default_section="\x00none"
+    )
     try:
         parser.read(file, encoding="utf-8")
     except configparser.Error as exc:
         raise ConfigError(f"{file}: {exc}") from exc
     app = dict(parser.items(APP_SECTION)) if parser.has_section(APP_SECTION) else {}
     values = app_values(app, file)
-    section = next((s for s in WORKER_SECTIONS if parser.has_section(s)), None)
+    both = [s for s in WORKER_SECTIONS if parser.has_section(s)]
+    if len(both) > 1:
+        raise ConfigError(
+            f"{file}: give the worker's settings in [server] or [ztq:worker], not both"
+        )
+    section = both[0] if both else None
     worker = worker_values(file, section, parser.items(section)) if section else {}
     values = merge(values, worker)
     queues: list[IniValue] = []

@@ -17,6 +17,16 @@ from ztq.core.storage import Storage
 from ztq.worker.embedded import RedisProcess
 
 
+@pytest.fixture(autouse=True)
+def _no_ztq_settings_from_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests set the ZTQ_* variables they need; one exported in the developer's shell
+    (ZTQ_PREFIX, ZTQ_LEASE, ...) must not change what they see."""
+    from ztq.core.settings import SETTINGS
+
+    for setting in SETTINGS:
+        monkeypatch.delenv(setting.env, raising=False)
+
+
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisProcess]:
     server = RedisProcess().start()

@@ -203,3 +203,16 @@ def test_the_table_is_consistent() -> None:
             assert s.parse(s.default) == s.default, s.name
     assert settings.BY_NAME["console.secret"].env == "ZTQ_CONSOLE_SECRET"
     assert settings.BY_NAME["redis_url"].app_key == "ztq.redis_url"
+
+
+def test_default_section_keys_are_not_worker_options(tmp_path: Path) -> None:
+    ini = tmp_path / "worker.ini"
+    ini.write_text("[DEFAULT]\nlogdir = /var/log\n\n[server]\nlease = 20\n")
+    assert load_config(ini).lease == 20
+
+
+def test_server_and_ztq_worker_sections_together_are_refused(tmp_path: Path) -> None:
+    ini = tmp_path / "app.ini"
+    ini.write_text("[server]\nlease = 20\n\n[ztq:worker]\nlease = 30\n")
+    with pytest.raises(ConfigError, match=r"\[server\] or \[ztq:worker\], not both"):
+        load_config(ini)
