@@ -1,8 +1,20 @@
 """ztq.core: the library applications import to define and enqueue tasks."""
 
+from ztq.core.app import (
+    App,
+    add_cron,
+    cron_entries,
+    default_app,
+    load_app,
+    lookup,
+    registered,
+    remove_cron,
+    task,
+    use_transaction_manager,
+)
 from ztq.core.calls import TaskCall, task_id_for
 from ztq.core.connection import connect, disconnect_all, get_storage
-from ztq.core.cron import CronTable, add_cron, cron_entries, remove_cron
+from ztq.core.cron import CronTable
 from ztq.core.errors import (
     ConfigError,
     ConnectionFailed,
@@ -19,12 +31,13 @@ from ztq.core.errors import (
 )
 from ztq.core.handle import TaskHandle, ping
 from ztq.core.record import TaskRecord
-from ztq.core.registry import TaskFunction, lookup, registered, task
+from ztq.core.registry import TaskFunction
 from ztq.core.states import Priority, TaskState
 from ztq.core.storage import Storage
-from ztq.core.transaction import DataManager, transaction, use_transaction_manager
+from ztq.core.transaction import DataManager, transaction
 
 __all__ = [
+    "App",
     "ConfigError",
     "ConnectionFailed",
     "CronTable",
@@ -49,8 +62,10 @@ __all__ = [
     "add_cron",
     "connect",
     "cron_entries",
+    "default_app",
     "disconnect_all",
     "get_storage",
+    "load_app",
     "lookup",
     "ping",
     "registered",

@@ -22,6 +22,7 @@ from ztq.core.keys import check_queue
 from ztq.core.states import Priority
 
 if TYPE_CHECKING:
+    from ztq.core.app import App
     from ztq.core.handle import TaskHandle
 
 TASK_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]{0,199}$")
@@ -112,6 +113,8 @@ class TaskCall:
     on_progress: TaskCall | None = None
     timeout: float | None = None
     retries: int = 0
+    # the app that sends it (None: the default app); not part of the payload or of equality
+    app: App | None = field(default=None, repr=False, compare=False)
     _payload: str = field(default="", init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -216,12 +219,12 @@ class TaskCall:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TaskCall:
-        """Rebuild a callback stored by :meth:`to_dict`."""
+    def from_dict(cls, data: dict[str, Any], app: App | None = None) -> TaskCall:
+        """Rebuild a callback stored by :meth:`to_dict`, to be sent by ``app``."""
         opts = dict(data.get("opts") or {})
 
         def nested(name: str) -> TaskCall | None:
-            return cls.from_dict(opts[name]) if opts.get(name) else None
+            return cls.from_dict(opts[name], app) if opts.get(name) else None
 
         return cls(
             task=data["task"],
@@ -239,6 +242,7 @@ class TaskCall:
             callback=nested("callback"),
             on_failure=nested("on_failure"),
             on_progress=nested("on_progress"),
+            app=app,
         )
 
     # -- sending -----------------------------------------------------------------------------

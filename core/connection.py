@@ -1,4 +1,4 @@
-"""Named Redis connections: ``connect()`` sets them, everything else asks :func:`get_storage`.
+"""Named Redis connections of an app: ``connect()`` sets them, everything else asks for them.
 
 The default connection is made the first time it is needed (never at import time) from the
 URL and prefix :mod:`ztq.core.settings` resolves: arguments, then ``ZTQ_REDIS_URL`` /
@@ -26,9 +26,6 @@ DEFAULT_URL = settings.BY_NAME["redis_url"].default
 ENV_URL = settings.BY_NAME["redis_url"].env
 ENV_PREFIX = settings.BY_NAME["prefix"].env
 SOCKET_TIMEOUT = 10.0
-
-_lock = threading.Lock()
-_storages: dict[str, Storage] = {}
 
 
 def make_client(url: str, *, cluster: bool | None = None, **options: Any) -> Any:
@@ -62,6 +59,67 @@ def make_client(url: str, *, cluster: bool | None = None, **options: Any) -> Any
         raise ConfigError(f"Redis URL {url!r} is not valid: {exc}") from exc
 
 
+class Connections:
+    """The named Redis connections of one app (:class:`ztq.core.app.App`).
+
+    ``url`` and ``prefix`` are the app's own (flags for its default connection); what is
+    not given is resolved by :func:`ztq.core.settings.connection` when first needed.
+    """
+
+    def __init__(self, url: str | None = None, prefix: str | None = None) -> None:
+        self.url, self.prefix = url, prefix
+        self._lock = threading.Lock()
+        self._storages: dict[str, Storage] = {}
+
+    def connect(
+        self,
+        url: str | None = None,
+        *,
+        name: str = "default",
+        prefix: str | None = None,
+        cluster: bool | None = None,
+        client: Any = None,
+    ) -> Storage:
+        """Set (or replace) the named connection and return its :class:`Storage`.
+
+        ``url`` and ``prefix`` are flags, and so are the app's own (its URL for the default
+        connection, its prefix for all); when not given, ``ZTQ_REDIS_URL`` / ``ZTQ_PREFIX``
+        (read now), then the defaults. ``client`` passes a ready-made redis-py client
+        (``decode_responses=True``).
+        """
+        if name == "default":
+            url = url or self.url
+        resolved = settings.connection(url, prefix or self.prefix)
+        url, prefix = resolved.redis_url, resolved.prefix
+        if client is None:
+            client = make_client(url, cluster=cluster)
+        storage = Storage(client, prefix=prefix, url=url)
+        with self._lock:
+            self._storages[name] = storage
+        return storage
+
+    def get(self, name: str = "default") -> Storage:
+        """The named connection; the default one is made from the settings on first use."""
+        with self._lock:
+            storage = self._storages.get(name)
+        if storage is not None:
+            return storage
+        if name != "default":
+            raise ConfigError(
+                f"no Redis connection named {name!r}: call connect(url, name={name!r})"
+            )
+        return self.connect()
+
+    def close_all(self) -> None:
+        """Forget every connection (tests, and forked worker processes)."""
+        with self._lock:
+            for storage in self._storages.values():
+                with contextlib.suppress(Exception):  # closing is best effort
+                    storage.client.close()
+            self._storages.clear()
+
+
+# -- the default app's connections (what `from ztq.core import connect` means) --------------
 def connect(
     url: str | None = None,
     *,
@@ -70,37 +128,23 @@ def connect(
     cluster: bool | None = None,
     client: Any = None,
 ) -> Storage:
-    """Set (or replace) the named connection and return its :class:`Storage`.
+    """:meth:`Connections.connect` of the default app."""
+    from ztq.core.app import default_app
 
-    ``url`` and ``prefix`` are flags: when not given, ``ZTQ_REDIS_URL`` / ``ZTQ_PREFIX`` (read
-    now), then the defaults (:func:`ztq.core.settings.connection`). ``client`` passes a
-    ready-made redis-py client (it must use ``decode_responses=True``).
-    """
-    resolved = settings.connection(url, prefix)
-    url, prefix = resolved.redis_url, resolved.prefix
-    if client is None:
-        client = make_client(url, cluster=cluster)
-    storage = Storage(client, prefix=prefix, url=url)
-    with _lock:
-        _storages[name] = storage
-    return storage
+    return default_app().connections.connect(
+        url, name=name, prefix=prefix, cluster=cluster, client=client
+    )
 
 
 def get_storage(name: str = "default") -> Storage:
-    """The named connection; the default one is made from the environment on first use."""
-    with _lock:
-        storage = _storages.get(name)
-    if storage is not None:
-        return storage
-    if name != "default":
-        raise ConfigError(f"no Redis connection named {name!r}: call connect(url, name={name!r})")
-    return connect()
+    """:meth:`Connections.get` of the default app."""
+    from ztq.core.app import default_app
+
+    return default_app().connections.get(name)
 
 
 def disconnect_all() -> None:
-    """Forget every connection (tests, and forked worker processes)."""
-    with _lock:
-        for storage in _storages.values():
-            with contextlib.suppress(Exception):  # closing is best effort
-                storage.client.close()
-        _storages.clear()
+    """:meth:`Connections.close_all` of the default app."""
+    from ztq.core.app import default_app
+
+    default_app().connections.close_all()

@@ -1,6 +1,7 @@
 """Cron: tasks enqueued on a crontab schedule by every worker, once per tick in all.
 
-Each worker that imported the module keeps the entries and calls :meth:`CronTable.tick`;
+Each app keeps its entries (:class:`CronSchedule`); each worker of the app fires them through
+a :class:`CronTable`;
 the enqueue script records the last tick per entry in the queue's ``cronlast`` hash, so
 however many workers fire the same tick, one task is enqueued.
 """
@@ -47,42 +48,43 @@ class CronEntry:
         }
 
 
-_entries: dict[str, CronEntry] = {}
-_lock = threading.Lock()
+class CronSchedule:
+    """The cron entries of one app (``app.add_cron`` / ``@app.task(cron=...)``)."""
 
+    def __init__(self) -> None:
+        self._entries: dict[str, CronEntry] = {}
+        self._lock = threading.Lock()
 
-def add_cron(
-    call: Any, spec: str, *, name: str | None = None, grace: float = DEFAULT_GRACE
-) -> CronEntry:
-    """Schedule ``call`` (a prepared task, or a task function to call without arguments)."""
-    if not isinstance(call, TaskCall):
-        prepare = getattr(call, "prepare", None)
-        if prepare is None:
-            raise InvalidOption(f"add_cron needs a task or a prepared call, not {call!r}")
-        call = prepare()
-    if not isinstance(spec, str) or not croniter.is_valid(spec):
-        raise InvalidOption(f"cron spec {spec!r} is not a valid crontab expression")
-    entry = CronEntry(name or call.task, call, spec, grace)
-    with _lock:
-        _entries[entry.name] = entry
-    return entry
+    def add(
+        self, call: Any, spec: str, *, name: str | None = None, grace: float = DEFAULT_GRACE
+    ) -> CronEntry:
+        """Schedule ``call`` (a prepared task, or a task function to call without arguments)."""
+        if not isinstance(call, TaskCall):
+            prepare = getattr(call, "prepare", None)
+            if prepare is None:
+                raise InvalidOption(f"add_cron needs a task or a prepared call, not {call!r}")
+            call = prepare()
+        if not isinstance(spec, str) or not croniter.is_valid(spec):
+            raise InvalidOption(f"cron spec {spec!r} is not a valid crontab expression")
+        entry = CronEntry(name or call.task, call, spec, grace)
+        with self._lock:
+            self._entries[entry.name] = entry
+        return entry
 
+    def remove(self, name: str) -> None:
+        with self._lock:
+            self._entries.pop(name, None)
 
-def remove_cron(name: str) -> None:
-    with _lock:
-        _entries.pop(name, None)
-
-
-def cron_entries() -> list[CronEntry]:
-    with _lock:
-        return list(_entries.values())
+    def entries(self) -> list[CronEntry]:
+        with self._lock:
+            return list(self._entries.values())
 
 
 class CronTable:
     """The firing side, run by workers: which ticks are due, and when to look again."""
 
-    def __init__(self, entries: list[CronEntry] | None = None) -> None:
-        self.entries = entries if entries is not None else cron_entries()
+    def __init__(self, entries: list[CronEntry]) -> None:
+        self.entries = entries
 
     def tick(
         self, now: float | None = None, skip: set[str] | frozenset[str] = frozenset()

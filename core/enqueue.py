@@ -7,10 +7,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from ztq.core.calls import TaskCall
-from ztq.core.connection import get_storage
-from ztq.core.handle import TaskHandle
+from ztq.core.handle import TaskHandle, app_or_default
 from ztq.core.scripts import Op
-from ztq.core.storage import EnqueueEntry
+from ztq.core.storage import EnqueueEntry, Storage
 from ztq.core.transaction import current_buffer
 
 log = logging.getLogger(__name__)
@@ -25,29 +24,30 @@ def entry(call: TaskCall, task_id: str, cron: tuple[str, int] | None = None) -> 
 
 
 def send(call: TaskCall, *, cron: tuple[str, int] | None = None) -> TaskHandle:
-    """Enqueue one call now, or buffer it in the open transaction."""
-    buffer = current_buffer()
+    """Enqueue one call now (through its app), or buffer it in the open transaction."""
+    app = app_or_default(call.app)
+    buffer = current_buffer(app)
     task_id = call.resolve_id()
     if buffer is not None and cron is None:
         buffer.append((call, task_id))
-        return TaskHandle(task_id, call.queue, call.connection, "buffered")
-    storage = get_storage(call.connection)
+        return TaskHandle(task_id, call.queue, call.connection, "buffered", app)
+    storage = app.connections.get(call.connection)
     storage.register_queue(call.queue)
     name, keys, args = storage.enqueue_op(call.queue, [entry(call, task_id, cron)])
     returned_id, outcome = storage.call(name, keys, args)
     log.debug("enqueue %s %s -> %s", call.task, returned_id, outcome)
-    return TaskHandle(str(returned_id), call.queue, call.connection, str(outcome))
+    return TaskHandle(str(returned_id), call.queue, call.connection, str(outcome), app)
 
 
 def send_many(items: Sequence[tuple[TaskCall, str]]) -> list[TaskHandle]:
-    """Write buffered calls: one round trip per connection; the tasks of one queue go in
-    chunks of ``CHUNK`` per script call, in the order given."""
-    by_conn: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+    """Write buffered calls: one round trip per connection (of each app); the tasks of one
+    queue go in chunks of ``CHUNK`` per script call, in the order given."""
+    by_conn: dict[Storage, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+    apps = [app_or_default(call.app) for call, _ in items]
     for pos, (call, _) in enumerate(items):
-        by_conn[call.connection][call.queue].append(pos)
+        by_conn[apps[pos].connections.get(call.connection)][call.queue].append(pos)
     handles: list[TaskHandle | None] = [None] * len(items)
-    for conn, by_queue in by_conn.items():
-        storage = get_storage(conn)
+    for storage, by_queue in by_conn.items():
         ops: list[Op] = []
         chunks: list[list[int]] = []
         for queue, positions in by_queue.items():
@@ -60,5 +60,7 @@ def send_many(items: Sequence[tuple[TaskCall, str]]) -> list[TaskHandle]:
             for n, pos in enumerate(chunk):
                 call = items[pos][0]
                 rid, outcome = reply[2 * n], reply[2 * n + 1]
-                handles[pos] = TaskHandle(str(rid), call.queue, conn, str(outcome))
+                handles[pos] = TaskHandle(
+                    str(rid), call.queue, call.connection, str(outcome), apps[pos]
+                )
     return [h for h in handles if h is not None]

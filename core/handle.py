@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from ztq.core.connection import get_storage
 from ztq.core.record import TaskRecord
 from ztq.core.states import TaskState
+from ztq.core.storage import Storage
+
+if TYPE_CHECKING:
+    from ztq.core.app import App
+
+
+def app_or_default(app: App | None) -> App:
+    """``app``, or the default app when None."""
+    if app is not None:
+        return app
+    from ztq.core.app import default_app
+
+    return default_app()
 
 
 @dataclass(frozen=True)
@@ -19,9 +31,14 @@ class TaskHandle:
     queue: str
     connection: str = "default"
     outcome: str = "added"
+    app: App | None = field(default=None, repr=False, compare=False)  # None: the default app
+
+    @property
+    def storage(self) -> Storage:
+        return app_or_default(self.app).connections.get(self.connection)
 
     def record(self) -> TaskRecord | None:
-        return get_storage(self.connection).record(self.queue, self.id)
+        return self.storage.record(self.queue, self.id)
 
     @property
     def state(self) -> TaskState:
@@ -43,14 +60,21 @@ class TaskHandle:
         return self.id
 
 
-def ping(task: TaskHandle | str, queue: str | None = None, *, connection: str = "default") -> str:
+def ping(
+    task: TaskHandle | str,
+    queue: str | None = None,
+    *,
+    connection: str = "default",
+    app: App | None = None,
+) -> str:
     """The state of a task: queued, delayed, running, error, done or none.
 
-    With a bare id and no ``queue``, every known queue is searched (one round trip).
+    With a bare id and no ``queue``, every known queue of ``app`` (default: the default app)
+    is searched (one round trip).
     """
     if isinstance(task, TaskHandle):
         return task.state.value
-    storage = get_storage(connection)
+    storage = app_or_default(app).connections.get(connection)
     queue = queue or storage.locate(task)
     if queue is None:
         return TaskState.NONE.value

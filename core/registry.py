@@ -1,4 +1,9 @@
-"""``@task``: registering functions under stable names, and looking them up in workers."""
+"""Registered tasks: :class:`TaskFunction`, and the :class:`Registry` each app keeps of them.
+
+``@app.task`` (or ``@task`` on the default app, :mod:`ztq.core.app`) builds a
+``TaskFunction`` with :func:`make_task` and adds it to the app's registry; workers look
+payloads' task names up in the registry of the app they serve.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ import functools
 import inspect
 import threading
 from collections.abc import Callable
-from typing import Any, Generic, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from ztq.core.calls import TaskCall, check_task_name
 from ztq.core.errors import ConfigError, InvalidOption, UnknownTask, UnsupportedTask
@@ -14,11 +19,11 @@ from ztq.core.handle import TaskHandle
 from ztq.core.keys import check_queue
 from ztq.core.states import Priority
 
+if TYPE_CHECKING:
+    from ztq.core.app import App
+
 P = ParamSpec("P")
 R = TypeVar("R")
-
-_registry: dict[str, TaskFunction[Any, Any]] = {}
-_lock = threading.Lock()
 
 
 class TaskFunction(Generic[P, R]):
@@ -28,6 +33,7 @@ class TaskFunction(Generic[P, R]):
         self,
         fn: Callable[P, R],
         *,
+        app: App,
         name: str,
         queue: str,
         connection: str,
@@ -39,6 +45,7 @@ class TaskFunction(Generic[P, R]):
         on_batch: Callable[[], Any] | None,
     ) -> None:
         self.fn = fn
+        self.app = app
         self.name = name
         self.queue = queue
         self.connection = connection
@@ -82,7 +89,7 @@ class TaskFunction(Generic[P, R]):
             "unique": self.unique,
         }
         defaults.update(options)
-        return TaskCall(self.name, tuple(args), dict(kwargs or {}), **defaults)
+        return TaskCall(self.name, tuple(args), dict(kwargs or {}), app=self.app, **defaults)
 
     def enqueue(
         self,
@@ -98,89 +105,73 @@ class TaskFunction(Generic[P, R]):
         return self.prepare(args, kwargs).enqueue()
 
 
-@overload
-def task(fn: Callable[P, R], /) -> TaskFunction[P, R]: ...
-@overload
-def task(
-    fn: None = None,
-    /,
+def make_task(
+    app: App,
+    f: Callable[..., Any],
     *,
-    queue: str = "default",
-    name: str | None = None,
-    connection: str = "default",
-    priority: Priority | str = Priority.NORMAL,
-    retries: int = 0,
-    timeout: float | None = None,
-    unique: bool = True,
-    cron: str | None = None,
-    batch_size: int | None = None,
-    on_batch: Callable[[], Any] | None = None,
-) -> Callable[[Callable[P, R]], TaskFunction[P, R]]: ...
+    queue: str,
+    name: str | None,
+    connection: str,
+    priority: Priority | str,
+    retries: int,
+    timeout: float | None,
+    unique: bool,
+    batch_size: int | None,
+    on_batch: Callable[[], Any] | None,
+) -> TaskFunction[Any, Any]:
+    """Check a function and its options and wrap it as a task of ``app`` (not registered)."""
+    task_name = check_task_name(name or f"{f.__module__}.{f.__qualname__}".replace(".<locals>", ""))
+    check_runnable(f, task_name)
+    check_queue(queue)
+    if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
+        raise InvalidOption(f"batch_size must be an int >= 1, not {batch_size!r}")
+    if on_batch is not None and not callable(on_batch):
+        raise InvalidOption("on_batch must be callable")
+    # validates priority, retries and timeout the same way enqueue does
+    probe = TaskCall(task_name, queue=queue, priority=priority, retries=retries, timeout=timeout)
+    return TaskFunction(
+        f,
+        app=app,
+        name=task_name,
+        queue=queue,
+        connection=connection,
+        priority=probe.priority,
+        retries=retries,
+        timeout=probe.timeout,
+        unique=unique,
+        batch_size=batch_size,
+        on_batch=on_batch,
+    )
 
 
-def task(
-    fn: Callable[..., Any] | None = None,
-    /,
-    *,
-    queue: str = "default",
-    name: str | None = None,
-    connection: str = "default",
-    priority: Priority | str = Priority.NORMAL,
-    retries: int = 0,
-    timeout: float | None = None,
-    unique: bool = True,
-    cron: str | None = None,
-    batch_size: int | None = None,
-    on_batch: Callable[[], Any] | None = None,
-) -> Any:
-    """Register a function as a task, by default as ``module.qualname`` on queue ``default``.
+class Registry:
+    """Task name → task, for one app. A name is one function: registering another function
+    under a taken name is an error (re-importing the same module is not)."""
 
-    ``cron="*/5 * * * *"`` also schedules it (no arguments); ``batch_size`` with
-    ``on_batch`` calls ``on_batch()`` after that many runs or when the queue runs dry.
-    """
+    def __init__(self) -> None:
+        self._tasks: dict[str, TaskFunction[Any, Any]] = {}
+        self._lock = threading.Lock()
 
-    def register(f: Callable[..., Any]) -> TaskFunction[Any, Any]:
-        task_name = check_task_name(
-            name or f"{f.__module__}.{f.__qualname__}".replace(".<locals>", "")
-        )
-        check_runnable(f, task_name)
-        check_queue(queue)
-        if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
-            raise InvalidOption(f"batch_size must be an int >= 1, not {batch_size!r}")
-        if on_batch is not None and not callable(on_batch):
-            raise InvalidOption("on_batch must be callable")
-        # validates priority, retries and timeout the same way enqueue does
-        probe = TaskCall(
-            task_name, queue=queue, priority=priority, retries=retries, timeout=timeout
-        )
-        tf: TaskFunction[Any, Any] = TaskFunction(
-            f,
-            name=task_name,
-            queue=queue,
-            connection=connection,
-            priority=probe.priority,
-            retries=retries,
-            timeout=probe.timeout,
-            unique=unique,
-            batch_size=batch_size,
-            on_batch=on_batch,
-        )
-        with _lock:
-            old = _registry.get(task_name)
-            if old is not None and _origin(old.fn) != _origin(f):
+    def add(self, tf: TaskFunction[Any, Any]) -> None:
+        with self._lock:
+            old = self._tasks.get(tf.name)
+            if old is not None and _origin(old.fn) != _origin(tf.fn):
                 raise ConfigError(
-                    f"task name {task_name!r} is taken by {_origin(old.fn)}; give name=..."
+                    f"task name {tf.name!r} is taken by {_origin(old.fn)}; give name=..."
                 )
-            _registry[task_name] = tf
-        if cron is not None:
-            from ztq.core.cron import add_cron
+            self._tasks[tf.name] = tf
 
-            add_cron(tf.prepare(), cron, name=task_name)
+    def lookup(self, name: str) -> TaskFunction[Any, Any]:
+        """The task called ``name``, or :class:`UnknownTask`."""
+        with self._lock:
+            tf = self._tasks.get(name)
+        if tf is None:
+            raise UnknownTask(f"task {name!r} is not registered in this worker (check its imports)")
         return tf
 
-    if fn is not None:
-        return register(fn)
-    return register
+    def all(self) -> dict[str, TaskFunction[Any, Any]]:
+        with self._lock:
+            return dict(self._tasks)
 
 
 def check_runnable(f: Callable[..., Any], name: str) -> None:
@@ -212,17 +203,3 @@ def _origin(f: Callable[..., Any]) -> str:
     code = getattr(f, "__code__", None)
     where = f"{code.co_filename}:{code.co_firstlineno}" if code else ""
     return f"{f.__module__}.{getattr(f, '__qualname__', f)} {where}".strip()
-
-
-def lookup(name: str) -> TaskFunction[Any, Any]:
-    """The registered task called ``name``, or :class:`UnknownTask`."""
-    with _lock:
-        tf = _registry.get(name)
-    if tf is None:
-        raise UnknownTask(f"task {name!r} is not registered in this worker (check its imports)")
-    return tf
-
-
-def registered() -> dict[str, TaskFunction[Any, Any]]:
-    with _lock:
-        return dict(_registry)

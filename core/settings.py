@@ -110,6 +110,14 @@ def text(raw: Any) -> str:
     return str(raw)
 
 
+def app_spec(raw: Any) -> str:
+    value = str(raw).strip()
+    module, sep, attr = value.partition(":")
+    if not (module and sep and attr.isidentifier()):
+        raise ValueError(f"must be module:attribute such as myproj.tasks:app, not {raw!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class Setting:
     """One setting: where it may be given, how it is checked, its default and meaning."""
@@ -138,6 +146,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("redis_url", redis_url, "redis://127.0.0.1:6379/0",
             "Redis URL (redis+cluster://host:port for a Cluster)", worker_keys=("redis",)),
     _worker("prefix", key_prefix, "ztq", "prefix of every Redis key"),
+    Setting("app", app_spec, "", "the ztq.core.App (module:attribute) the worker serves; "
+            "its own redis_url and prefix count as flags; default: the default app",
+            worker_keys=("app",)),
     Setting("name", worker_name, "", "worker name shown in the console (default host.pid)",
             env="ZTQ_WORKER_NAME", app_key=None, worker_keys=("name", "alias")),
     Setting("modules", module_list, (), "modules with tasks the worker imports",

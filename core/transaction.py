@@ -2,8 +2,8 @@
 
 ``with transaction():`` buffers every enqueue made inside it (in this thread or task) and
 writes them all in one round trip per Redis when the block exits without an exception; an
-exception drops the buffer. With ``use_transaction_manager()`` enqueues join the current
-``transaction`` (as used by ``pyramid_tm``) and are written when it commits.
+exception drops the buffer. With ``app.use_transaction_manager()`` the app's enqueues join the
+current ``transaction`` (as used by ``pyramid_tm``) and are written when it commits.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ztq.core.app import App
     from ztq.core.calls import TaskCall
     from ztq.core.handle import TaskHandle
 
@@ -22,22 +23,21 @@ log = logging.getLogger(__name__)
 
 Buffer = list[tuple["TaskCall", str]]
 _buffer: contextvars.ContextVar[Buffer | None] = contextvars.ContextVar("ztq_buffer", default=None)
-_GLOBAL_TM = {"on": False}
 
 
-def current_buffer() -> Buffer | None:
-    """The buffer enqueues go to, or None to send at once."""
+def current_buffer(app: App) -> Buffer | None:
+    """The buffer an enqueue of ``app`` goes to, or None to send at once."""
     buf = _buffer.get()
     if buf is not None:
         return buf
-    if _GLOBAL_TM["on"]:
+    if app.joins_transactions:
         return _join_transaction_manager()
     return None
 
 
 @contextlib.contextmanager
 def transaction() -> Iterator[list[TaskHandle]]:
-    """Buffer enqueues; write them at exit, or not at all on an exception.
+    """Buffer enqueues (of every app); write them at exit, or not at all on an exception.
 
     Nested blocks join the outer one. The list yielded receives the handles after the write.
     """
@@ -55,11 +55,6 @@ def transaction() -> Iterator[list[TaskHandle]]:
     finally:
         _buffer.reset(token)
     handles.extend(send_many(buf))
-
-
-def use_transaction_manager(enabled: bool = True) -> None:
-    """Make every enqueue of this process join the ``transaction`` package's transaction."""
-    _GLOBAL_TM["on"] = enabled
 
 
 class DataManager:

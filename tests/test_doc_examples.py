@@ -83,3 +83,21 @@ def test_settings_md_error_messages_are_the_real_ones(tmp_path: Path, monkeypatc
             assert real.startswith(shown_line[: -len("; ...")]), (shown_line, real)
         else:
             assert real == shown_line
+
+
+def test_app_md_example_runs(redis_url: str, monkeypatch) -> None:
+    """docs/app.md's example, as written, on a private Redis (ZTQ_REDIS_URL)."""
+    import redis
+
+    [code] = [b for b in code_blocks("app.md") if "App(" in b]
+    monkeypatch.setenv("ZTQ_REDIS_URL", redis_url)
+    namespace: dict[str, object] = {"__name__": "docs_app_example"}
+    exec(compile(code, "docs/app.md", "exec"), namespace)  # noqa: S102 - our own doc
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        assert len(client.hkeys("shop:{orders}:tasks")) == 2
+        assert len(client.hkeys("billing:{orders}:tasks")) == 1
+    finally:
+        client.close()
+        for app in ("shop", "billing"):
+            namespace[app].disconnect_all()  # type: ignore[attr-defined]

@@ -10,6 +10,7 @@ from typing import Any
 
 import ztq.core as ztq
 from ztq.core import settings
+from ztq.core.app import connection_flags, default_app, load_app
 from ztq.core.errors import ZtqError
 from ztq.worker.config import ThreadSpec, load_config, parse_queue_entry
 
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     w = sub.add_parser("worker", help="run a worker")
     w.add_argument("--log-level", default=argparse.SUPPRESS)
     w.add_argument("-c", "--config", help="ini file ([server] + [queues], or app.ini)")
+    w.add_argument("--app", help="the ztq.core.App to serve, as module:attribute")
     w.add_argument("--redis", help="Redis URL (overrides ZTQ_REDIS_URL and the file)")
     w.add_argument(
         "--queue", action="append", default=[], help="NAME[:THREADS[:process]], repeatable"
@@ -76,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("-c", "--config", help="ini file (worker.ini or app.ini) for Redis")
         p.add_argument("--redis", help="Redis URL (overrides ZTQ_REDIS_URL and the file)")
         p.add_argument("--prefix", help="Redis key prefix (overrides ZTQ_PREFIX and the file)")
+        p.add_argument("--app", help="a ztq.core.App (module:attribute): its Redis and prefix")
     sub.add_parser("hash-password", help="print a password hash for ztq.console.users")
     return parser
 
@@ -98,6 +101,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     threads = tuple(spec for flag in args.queue for spec in _queue_flag(flag, args.pool))
     overrides: dict[str, Any] = {
+        "app": args.app,
         "redis_url": args.redis,
         "threads": threads,
         "name": args.name,
@@ -118,9 +122,12 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def _connect(args: argparse.Namespace) -> ztq.Storage:
-    """The default connection from --redis / --prefix > environment > -c FILE > default."""
-    cfg = settings.connection(args.redis, args.prefix, path=args.config)
-    return ztq.connect(cfg.redis_url, prefix=cfg.prefix)
+    """The app's (--app, else the default app's) connection, from --redis / --prefix (or the
+    app's own) > environment > -c FILE > default."""
+    app = load_app(args.app) if args.app else default_app()
+    url, prefix = connection_flags(app, args.redis, args.prefix)
+    cfg = settings.connection(url, prefix, path=args.config)
+    return app.connect(cfg.redis_url, prefix=cfg.prefix)
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -149,6 +156,7 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
         queue=args.queue,
         delay=args.delay,
         priority=args.priority,
+        app=load_app(args.app) if args.app else None,
     )
     handle = call.enqueue()
     print(f"{handle.id} {handle.outcome}")

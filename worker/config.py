@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 
 from ztq.core import settings
+from ztq.core.app import connection_flags, load_app
 from ztq.core.errors import ConfigError, InvalidName
 from ztq.core.keys import check_queue
 from ztq.core.settings import NAME
@@ -47,6 +48,7 @@ class ThreadSpec:
 class WorkerConfig:
     redis_url: str = "redis://127.0.0.1:6379/0"
     prefix: str = "ztq"
+    app: str = ""  # module:attribute of the App served; "" = the default app
     name: str = ""
     imports: tuple[str, ...] = ()
     threads: tuple[ThreadSpec, ...] = ()
@@ -126,6 +128,12 @@ def load_config(path: str | os.PathLike[str] | None = None, **overrides: object)
         raise ConfigError(f"{ini.path}: no [server] or [queues] section")
     flags = {name: given.get(FIELD.get(name, name)) for name in settings.WORKER}
     got = settings.resolve(settings.WORKER, flags=flags, ini=ini.values if ini else None)
+    if got["app"].value:  # an app's own Redis URL and prefix are flags (docs/settings.md)
+        app = load_app(got["app"].value)
+        url, prefix = connection_flags(app, flags["redis_url"], flags["prefix"])
+        if (url, prefix) != (flags["redis_url"], flags["prefix"]):
+            flags |= {"redis_url": url, "prefix": prefix}
+            got = settings.resolve(settings.WORKER, flags=flags, ini=ini.values if ini else None)
     values: dict[str, object] = {FIELD.get(n, n): r.value for n, r in got.items()}
     threads: list[ThreadSpec] = []
     for entry in ini.queues if ini else ():

@@ -11,11 +11,13 @@ import json
 import threading
 import traceback as tb
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ztq.core.errors import PayloadError, Retry, UnknownTask, UnsupportedTask
 from ztq.core.record import decode_payload
-from ztq.core.registry import lookup
+
+if TYPE_CHECKING:
+    from ztq.core.app import App
 
 TRACEBACK_LIMIT = 20_000
 
@@ -75,15 +77,18 @@ def not_run(value: Any) -> bool:
     return inspect.isasyncgen(value) or inspect.isawaitable(value)
 
 
-def prepare(payload_text: str) -> tuple[Any, list[Any], dict[str, Any], dict[str, Any]] | Outcome:
-    """Decode and check a payload: (function, args, kwargs, opts), or the failure Outcome."""
+def prepare(
+    payload_text: str, app: App
+) -> tuple[Any, list[Any], dict[str, Any], dict[str, Any]] | Outcome:
+    """Decode and check a payload against ``app``'s registry: (function, args, kwargs, opts),
+    or the failure Outcome."""
     try:
         payload = decode_payload(payload_text)
     except PayloadError as exc:
         return _failure("?", exc, permanent=True)
     name = payload["task"]
     try:
-        tf = lookup(name)
+        tf = app.lookup(name)
     except UnknownTask as exc:
         return _failure(name, exc, permanent=True)
     args, kwargs = payload.get("args", []), payload.get("kwargs", {})
@@ -99,9 +104,9 @@ def prepare(payload_text: str) -> tuple[Any, list[Any], dict[str, Any], dict[str
     return tf, args, kwargs, dict(payload.get("opts") or {})
 
 
-def run_payload(payload_text: str) -> Outcome:
+def run_payload(payload_text: str, app: App) -> Outcome:
     """Run a payload to an Outcome; never raises except for ``SystemExit``-like signals."""
-    prepared = prepare(payload_text)
+    prepared = prepare(payload_text, app)
     if isinstance(prepared, Outcome):
         return prepared
     tf, args, kwargs, _opts = prepared

@@ -70,7 +70,9 @@ class Executor(threading.Thread):
         self.batch_counts: dict[str, int] = {}
         self.slot: ProcessSlot | None = None
         if spec.pool == "process":
-            self.slot = ProcessSlot(self.cfg.imports, self.cfg.redis_url, self.cfg.prefix)
+            self.slot = ProcessSlot(
+                self.cfg.imports, self.cfg.redis_url, self.cfg.prefix, self.cfg.app
+            )
         self.guard = Interruptible()
         self.idle = False
         self.done_count = 0
@@ -199,7 +201,7 @@ class Executor(threading.Thread):
 
     # -- one task ----------------------------------------------------------------------------
     def run_one(self, lease: Leased) -> None:
-        prepared = prepare(lease.payload)
+        prepared = prepare(lease.payload, self.worker.app)
         opts: dict[str, Any] = {}
         if isinstance(prepared, Outcome):
             outcome = prepared
@@ -216,7 +218,10 @@ class Executor(threading.Thread):
         self, lease: Leased, tf: Any, args: list[Any], kwargs: dict[str, Any], opts: dict[str, Any]
     ) -> Outcome:
         timeout = opts.get("timeout")
-        on_progress = TaskCall.from_dict(opts["on_progress"]) if opts.get("on_progress") else None
+        app = self.worker.app
+        on_progress = (
+            TaskCall.from_dict(opts["on_progress"], app) if opts.get("on_progress") else None
+        )
         ctx = RunContext(
             self.storage, lease.queue, lease.id, lease.token, self.worker.id, tf.name, on_progress
         )
@@ -305,7 +310,7 @@ class Executor(threading.Thread):
         if not data:
             return
         try:
-            call = TaskCall.from_dict(data)
+            call = TaskCall.from_dict(data, self.worker.app)
             if extra:
                 call = call.with_options(kwargs={**call.kwargs, **extra})
             call.enqueue()
@@ -324,11 +329,9 @@ class Executor(threading.Thread):
 
     def run_dry_hooks(self) -> None:
         """The queue ran dry: commit every partial batch (ZTQ's indexing case)."""
-        from ztq.core.registry import lookup
-
         for name, count in list(self.batch_counts.items()):
             if count:
-                self._commit_batch(lookup(name))
+                self._commit_batch(self.worker.app.lookup(name))
 
     def _commit_batch(self, tf: Any) -> None:
         self.batch_counts[tf.name] = 0

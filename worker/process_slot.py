@@ -43,8 +43,8 @@ def _soft_timeout(signum: int, frame: Any) -> None:
     raise SoftTimeout("the task ran past its timeout")
 
 
-def _child_main(conn: Any, imports: tuple[str, ...], url: str, prefix: str) -> None:
-    import ztq.core as ztq
+def _child_main(conn: Any, imports: tuple[str, ...], url: str, prefix: str, app_spec: str) -> None:
+    from ztq.core.app import default_app, load_app
     from ztq.core.calls import TaskCall
     from ztq.worker.context import RunContext, reset_current, set_current
 
@@ -53,7 +53,8 @@ def _child_main(conn: Any, imports: tuple[str, ...], url: str, prefix: str) -> N
     from ztq.worker.worker import import_modules
 
     import_modules(imports)
-    storage = ztq.connect(url, prefix=prefix)
+    app = load_app(app_spec) if app_spec else default_app()
+    storage = app.connect(url, prefix=prefix)
     while True:
         try:
             msg = conn.recv()
@@ -67,13 +68,13 @@ def _child_main(conn: Any, imports: tuple[str, ...], url: str, prefix: str) -> N
             job.token,
             job.worker,
             job.task,
-            TaskCall.from_dict(job.on_progress) if job.on_progress else None,
+            TaskCall.from_dict(job.on_progress, app) if job.on_progress else None,
         )
         tok = set_current(ctx)
         if job.timeout:
             signal.setitimer(signal.ITIMER_REAL, job.timeout)
         try:
-            outcome = run_payload(job.payload)
+            outcome = run_payload(job.payload, app)
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             reset_current(tok)
@@ -81,8 +82,10 @@ def _child_main(conn: Any, imports: tuple[str, ...], url: str, prefix: str) -> N
 
 
 class ProcessSlot:
-    def __init__(self, imports: tuple[str, ...], url: str, prefix: str) -> None:
-        self.imports, self.url, self.prefix = imports, url, prefix
+    def __init__(self, imports: tuple[str, ...], url: str, prefix: str, app: str = "") -> None:
+        """A child importing ``imports`` and serving the app ``app`` names (module:attribute,
+        '' for the default app) on ``url`` / ``prefix``."""
+        self.imports, self.url, self.prefix, self.app = imports, url, prefix, app
         self._ctx = multiprocessing.get_context("spawn")
         self._kill = threading.Event()
         self.proc: Any = None
@@ -92,7 +95,9 @@ class ProcessSlot:
     def _start(self) -> None:
         parent, child = self._ctx.Pipe()
         self.proc = self._ctx.Process(
-            target=_child_main, args=(child, self.imports, self.url, self.prefix), daemon=True
+            target=_child_main,
+            args=(child, self.imports, self.url, self.prefix, self.app),
+            daemon=True,
         )
         self.proc.start()
         child.close()

@@ -8,16 +8,14 @@ seconds until SIGTERM/SIGINT or a ``stop`` command.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import logging
 import os
 import signal
-import sys
 import threading
 import time
 from typing import Any
 
-import ztq.core as ztq
+from ztq.core.app import App, default_app, import_module, load_app
 from ztq.core.cron import CronTable
 from ztq.core.errors import ConfigError, ZtqError
 from ztq.core.storage import Reaped, Storage
@@ -41,20 +39,24 @@ log = logging.getLogger(__name__)
 
 def import_modules(modules: tuple[str, ...]) -> None:
     """Import the task modules (from the current directory too, as rq and celery do)."""
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
     for module in modules:
         try:
-            importlib.import_module(module)
+            import_module(module)
         except ImportError as exc:
             raise ConfigError(f"cannot import task module {module!r}: {exc}") from exc
 
 
 class Worker:
-    def __init__(self, cfg: WorkerConfig, storage: Storage | None = None) -> None:
+    """Serves the queues of ``cfg`` for one app: ``app``, else the one ``cfg.app`` names, else
+    the default app. Tasks are looked up in that app's registry, and callbacks sent by it."""
+
+    def __init__(
+        self, cfg: WorkerConfig, storage: Storage | None = None, app: App | None = None
+    ) -> None:
         self.cfg = cfg
         self.id = cfg.worker_id
-        self.storage = storage or ztq.connect(cfg.redis_url, prefix=cfg.prefix)
+        self.app = app or (load_app(cfg.app) if cfg.app else default_app())
+        self.storage = storage or self.app.connect(cfg.redis_url, prefix=cfg.prefix)
         self.stopping = threading.Event()
         self.paused = threading.Event()
         self.executors: list[Executor] = []
@@ -71,7 +73,7 @@ class Worker:
     # -- setup -------------------------------------------------------------------------------
     def setup(self) -> None:
         import_modules(self.cfg.imports)
-        self.cron = CronTable()
+        self.cron = CronTable(self.app.cron_entries())
         self.publish_cron()
         for queue in self.cfg.queues:
             self.storage.register_queue(queue)

@@ -9,9 +9,16 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from tests import sample_tasks as t
-from ztq.core import InvalidName, InvalidOption, SerializationError, TaskCall, task_id_for
+from ztq.core import (
+    InvalidName,
+    InvalidOption,
+    SerializationError,
+    TaskCall,
+    lookup,
+    task,
+    task_id_for,
+)
 from ztq.core.errors import ConfigError
-from ztq.core.registry import lookup, task
 
 
 def test_id_is_md5_of_documented_canonical_json() -> None:

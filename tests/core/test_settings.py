@@ -199,7 +199,7 @@ def test_the_table_is_consistent() -> None:
     envs = [s.env for s in settings.SETTINGS]
     assert len(set(envs)) == len(envs) and all(e.startswith("ZTQ_") for e in envs)
     for s in settings.SETTINGS:
-        if s.name not in ("name", "console.secret", "console.users"):  # empty: none given
+        if s.name not in ("name", "app", "console.secret", "console.users"):  # empty: none
             assert s.parse(s.default) == s.default, s.name
     assert settings.BY_NAME["console.secret"].env == "ZTQ_CONSOLE_SECRET"
     assert settings.BY_NAME["redis_url"].app_key == "ztq.redis_url"

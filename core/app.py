@@ -1,0 +1,269 @@
+"""The application object: one ztq app owns its Redis connections, its task registry, its
+cron schedule and its transaction policy (the role of huey's ``Huey``, Celery's ``Celery``).
+
+    from ztq.core import App
+
+    app = App("shop", redis_url="redis://cache:6379/2", prefix="shop")
+
+    @app.task(queue="mail", retries=3)
+    def send_mail(to: str) -> None: ...
+
+Two apps with different prefixes or Redis URLs live in one process without seeing each
+other's tasks. The module-level ``task``, ``connect``, ``ping``, ``transaction``,
+``add_cron`` ... act on the *default app*, made on first use: code written without an app
+keeps working, and the default app is the only process-wide state ztq keeps.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
+
+from ztq.core.connection import Connections
+from ztq.core.cron import DEFAULT_GRACE, CronEntry, CronSchedule
+from ztq.core.errors import ConfigError
+from ztq.core.handle import TaskHandle
+from ztq.core.handle import ping as _ping
+from ztq.core.registry import Registry, TaskFunction, make_task
+from ztq.core.states import Priority
+from ztq.core.storage import Storage
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class App:
+    """One ztq application.
+
+    ``redis_url`` and ``prefix`` are the app's own settings; they count as flags (see
+    ``docs/settings.md``): when not given, ``ZTQ_REDIS_URL`` / ``ZTQ_PREFIX`` then the
+    defaults are used, resolved when the app first talks to Redis (never at import time).
+    """
+
+    def __init__(
+        self, name: str = "ztq", *, redis_url: str | None = None, prefix: str | None = None
+    ) -> None:
+        self.name = name
+        self.connections = Connections(redis_url, prefix)
+        self.registry = Registry()
+        self.cron = CronSchedule()
+        self.joins_transactions = False  # see use_transaction_manager()
+
+    def __repr__(self) -> str:
+        return f"<ztq.App {self.name!r}>"
+
+    @property
+    def redis_url(self) -> str | None:
+        """The URL given to the app, if any (None: resolved from the settings)."""
+        return self.connections.url
+
+    @property
+    def prefix(self) -> str | None:
+        """The key prefix given to the app, if any (None: resolved from the settings)."""
+        return self.connections.prefix
+
+    # -- Redis -------------------------------------------------------------------------------
+    def connect(
+        self,
+        url: str | None = None,
+        *,
+        name: str = "default",
+        prefix: str | None = None,
+        cluster: bool | None = None,
+        client: Any = None,
+    ) -> Storage:
+        """Set (or replace) one of the app's connections (see :class:`Connections`)."""
+        return self.connections.connect(
+            url, name=name, prefix=prefix, cluster=cluster, client=client
+        )
+
+    def storage(self, name: str = "default") -> Storage:
+        """The named connection; the default one is made from the settings on first use."""
+        return self.connections.get(name)
+
+    def disconnect_all(self) -> None:
+        self.connections.close_all()
+
+    # -- tasks -------------------------------------------------------------------------------
+    @overload
+    def task(self, fn: Callable[P, R], /) -> TaskFunction[P, R]: ...
+    @overload
+    def task(
+        self,
+        fn: None = None,
+        /,
+        *,
+        queue: str = "default",
+        name: str | None = None,
+        connection: str = "default",
+        priority: Priority | str = Priority.NORMAL,
+        retries: int = 0,
+        timeout: float | None = None,
+        unique: bool = True,
+        cron: str | None = None,
+        batch_size: int | None = None,
+        on_batch: Callable[[], Any] | None = None,
+    ) -> Callable[[Callable[P, R]], TaskFunction[P, R]]: ...
+
+    def task(
+        self,
+        fn: Callable[..., Any] | None = None,
+        /,
+        *,
+        queue: str = "default",
+        name: str | None = None,
+        connection: str = "default",
+        priority: Priority | str = Priority.NORMAL,
+        retries: int = 0,
+        timeout: float | None = None,
+        unique: bool = True,
+        cron: str | None = None,
+        batch_size: int | None = None,
+        on_batch: Callable[[], Any] | None = None,
+    ) -> Any:
+        """Register a function as a task of this app, by default as ``module.qualname`` on
+        queue ``default``.
+
+        ``cron="*/5 * * * *"`` also schedules it (no arguments); ``batch_size`` with
+        ``on_batch`` calls ``on_batch()`` after that many runs or when the queue runs dry.
+        """
+
+        def register(f: Callable[..., Any]) -> TaskFunction[Any, Any]:
+            tf = make_task(
+                self,
+                f,
+                queue=queue,
+                name=name,
+                connection=connection,
+                priority=priority,
+                retries=retries,
+                timeout=timeout,
+                unique=unique,
+                batch_size=batch_size,
+                on_batch=on_batch,
+            )
+            self.registry.add(tf)
+            if cron is not None:
+                self.add_cron(tf.prepare(), cron, name=tf.name)
+            return tf
+
+        return register(fn) if fn is not None else register
+
+    def lookup(self, name: str) -> TaskFunction[Any, Any]:
+        """The task called ``name`` in this app, or :class:`~ztq.core.errors.UnknownTask`."""
+        return self.registry.lookup(name)
+
+    def registered(self) -> dict[str, TaskFunction[Any, Any]]:
+        return self.registry.all()
+
+    # -- cron --------------------------------------------------------------------------------
+    def add_cron(
+        self, call: Any, spec: str, *, name: str | None = None, grace: float = DEFAULT_GRACE
+    ) -> CronEntry:
+        """Schedule ``call`` (a prepared task, or a task to call without arguments)."""
+        return self.cron.add(call, spec, name=name, grace=grace)
+
+    def remove_cron(self, name: str) -> None:
+        self.cron.remove(name)
+
+    def cron_entries(self) -> list[CronEntry]:
+        return self.cron.entries()
+
+    # -- enqueue side ------------------------------------------------------------------------
+    def ping(
+        self, task: TaskHandle | str, queue: str | None = None, *, connection: str = "default"
+    ) -> str:
+        """The state of a task of this app: queued, delayed, running, error, done or none."""
+        return _ping(task, queue, connection=connection, app=self)
+
+    def use_transaction_manager(self, enabled: bool = True) -> None:
+        """Make this app's enqueues join the ``transaction`` package's current transaction
+        (``pyramid_tm``): they are written when it commits, and dropped when it aborts."""
+        self.joins_transactions = enabled
+
+
+_default: App | None = None
+_default_lock = threading.Lock()
+
+
+def default_app() -> App:
+    """The app the module-level functions act on, made on first use."""
+    global _default
+    if _default is None:
+        with _default_lock:
+            if _default is None:
+                _default = App("default")
+    return _default
+
+
+def import_module(name: str) -> Any:
+    """Import a module of the user's project, from the current directory too (as rq and
+    celery do: ``ztq worker`` is started in the project's folder)."""
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    return importlib.import_module(name)
+
+
+def load_app(spec: str) -> App:
+    """The app named by ``module:attribute`` (``ztq worker --app myproj.tasks:app``)."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigError(f"app {spec!r} must be given as module:attribute, e.g. myproj.tasks:app")
+    try:
+        module = import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"cannot import the module of app {spec!r}: {exc}") from exc
+    app = getattr(module, attr, None)
+    if not isinstance(app, App):
+        raise ConfigError(f"{spec} is not a ztq.core.App (found {type(app).__name__})")
+    return app
+
+
+def connection_flags(
+    app: App | None, url: str | None, prefix: str | None
+) -> tuple[str | None, str | None]:
+    """The Redis URL and prefix flags: those given (command line), else the app's own."""
+    if app is None:
+        return url, prefix
+    return url or app.redis_url, prefix or app.prefix
+
+
+# -- the default app, module-level (what `from ztq.core import task, ...` gives) -------------
+if TYPE_CHECKING:
+    task = App().task  # the same signature and overloads as App.task
+else:
+
+    def task(fn=None, /, **options):
+        """``@task`` on the default app: see :meth:`App.task`."""
+        return default_app().task(fn, **options)
+
+
+def lookup(name: str) -> TaskFunction[Any, Any]:
+    return default_app().lookup(name)
+
+
+def registered() -> dict[str, TaskFunction[Any, Any]]:
+    return default_app().registered()
+
+
+def add_cron(
+    call: Any, spec: str, *, name: str | None = None, grace: float = DEFAULT_GRACE
+) -> CronEntry:
+    return default_app().add_cron(call, spec, name=name, grace=grace)
+
+
+def remove_cron(name: str) -> None:
+    default_app().remove_cron(name)
+
+
+def cron_entries() -> list[CronEntry]:
+    return default_app().cron_entries()
+
+
+def use_transaction_manager(enabled: bool = True) -> None:
+    """:meth:`App.use_transaction_manager` of the default app."""
+    default_app().use_transaction_manager(enabled)
