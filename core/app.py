@@ -28,6 +28,8 @@ from ztq.core.cron import DEFAULT_GRACE, CronEntry, CronSchedule
 from ztq.core.errors import ConfigError
 from ztq.core.handle import TaskHandle
 from ztq.core.handle import ping as _ping
+from ztq.core.middleware import Chain, Middleware
+from ztq.core.policies import default_middleware
 from ztq.core.registry import Registry, TaskFunction, make_task
 from ztq.core.states import Priority
 from ztq.core.storage import Storage
@@ -45,13 +47,20 @@ class App:
     """
 
     def __init__(
-        self, name: str = "ztq", *, redis_url: str | None = None, prefix: str | None = None
+        self,
+        name: str = "ztq",
+        *,
+        redis_url: str | None = None,
+        prefix: str | None = None,
+        middleware: list[Middleware] | None = None,
     ) -> None:
         self.name = name
         self.connections = Connections(redis_url, prefix)
         self.registry = Registry()
         self.cron = CronSchedule()
         self.joins_transactions = False  # see use_transaction_manager()
+        # the built-in policies (docs/middleware.md), unless the list is given whole
+        self.middleware = Chain(default_middleware() if middleware is None else middleware)
 
     def __repr__(self) -> str:
         return f"<ztq.App {self.name!r}>"
@@ -65,6 +74,12 @@ class App:
     def prefix(self) -> str | None:
         """The key prefix given to the app, if any (None: resolved from the settings)."""
         return self.connections.prefix
+
+    def add_middleware(
+        self, middleware: Middleware, *, before: type[Middleware] | None = None
+    ) -> None:
+        """Add a middleware after the others (or before the first of class ``before``)."""
+        self.middleware.add(middleware, before=before)
 
     # -- Redis -------------------------------------------------------------------------------
     def connect(

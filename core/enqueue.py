@@ -26,6 +26,7 @@ def entry(call: TaskCall, task_id: str, cron: tuple[str, int] | None = None) -> 
 def send(call: TaskCall, *, cron: tuple[str, int] | None = None) -> TaskHandle:
     """Enqueue one call now (through its app), or buffer it in the open transaction."""
     app = app_or_default(call.app)
+    call = app.middleware.before_enqueue(app, call)
     buffer = current_buffer(app)
     task_id = call.resolve_id()
     if buffer is not None and cron is None:
@@ -36,7 +37,9 @@ def send(call: TaskCall, *, cron: tuple[str, int] | None = None) -> TaskHandle:
     name, keys, args = storage.enqueue_op(call.queue, [entry(call, task_id, cron)])
     returned_id, outcome = storage.call(name, keys, args)
     log.debug("enqueue %s %s -> %s", call.task, returned_id, outcome)
-    return TaskHandle(str(returned_id), call.queue, call.connection, str(outcome), app)
+    handle = TaskHandle(str(returned_id), call.queue, call.connection, str(outcome), app)
+    app.middleware.notify("after_enqueue", app, call, handle)
+    return handle
 
 
 def send_many(items: Sequence[tuple[TaskCall, str]]) -> list[TaskHandle]:
@@ -60,7 +63,7 @@ def send_many(items: Sequence[tuple[TaskCall, str]]) -> list[TaskHandle]:
             for n, pos in enumerate(chunk):
                 call = items[pos][0]
                 rid, outcome = reply[2 * n], reply[2 * n + 1]
-                handles[pos] = TaskHandle(
-                    str(rid), call.queue, call.connection, str(outcome), apps[pos]
-                )
+                handle = TaskHandle(str(rid), call.queue, call.connection, str(outcome), apps[pos])
+                apps[pos].middleware.notify("after_enqueue", apps[pos], call, handle)
+                handles[pos] = handle
     return [h for h in handles if h is not None]

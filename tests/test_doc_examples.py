@@ -101,3 +101,23 @@ def test_app_md_example_runs(redis_url: str, monkeypatch) -> None:
         client.close()
         for app in ("shop", "billing"):
             namespace[app].disconnect_all()  # type: ignore[attr-defined]
+
+
+def test_middleware_md_example_runs_and_orders_the_middleware() -> None:
+    from ztq.core.policies import Retries
+
+    [code] = [b for b in code_blocks("middleware.md") if "class Timing" in b]
+    namespace: dict[str, object] = {"__name__": "docs_middleware_example"}
+    exec(compile(code, "docs/middleware.md", "exec"), namespace)  # noqa: S102 - our own doc
+    names = [type(m).__name__ for m in namespace["app"].middleware.middleware]  # type: ignore[attr-defined]
+    assert names == ["TimeLimit", "RetryNetworkErrors", "Retries", "Callbacks", "Results",
+                     "BatchCommit", "Timing"]  # fmt: skip
+    assert isinstance(namespace["app"].middleware.middleware[2], Retries)  # type: ignore[attr-defined]
+
+
+def test_middleware_md_lists_every_hook() -> None:
+    from ztq.core.middleware import HOOKS
+
+    text = (DOCS / "middleware.md").read_text("utf-8")
+    documented = re.findall(r"^\| `([a-z_]+)\(", text, re.M)
+    assert sorted(documented) == sorted(HOOKS)

@@ -12,10 +12,14 @@ import contextvars
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ztq.core.calls import TaskCall
+from ztq.core.handle import app_or_default
 from ztq.core.storage import Storage
+
+if TYPE_CHECKING:
+    from ztq.core.app import App
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +35,7 @@ class RunContext:
     on_progress: TaskCall | None = None
     child_pid: int | None = None
     comment: str = ""
+    app: App | None = None  # whose middleware hears of the progress (None: the default app)
 
 
 _current: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar(
@@ -60,13 +65,11 @@ def report_progress(**data: Any) -> bool:
     stored = ctx.storage.set_run_info(
         ctx.queue, ctx.task_id, ctx.token, ctx.worker, "progress", text
     )
-    if stored and ctx.on_progress is not None:
+    if stored:
         try:
-            ctx.on_progress.with_options(
-                kwargs={**ctx.on_progress.kwargs, "progress": data}
-            ).enqueue()
-        except Exception:  # a failing progress callback must not fail the task
-            log.exception("progress callback of %s failed", ctx.task_id)
+            app_or_default(ctx.app).middleware.notify("on_progress", ctx, data)
+        except Exception:  # the progress callback (Callbacks) must not fail the task
+            log.exception("progress hooks of %s failed", ctx.task_id)
     return stored
 
 

@@ -10,10 +10,10 @@ import inspect
 import json
 import threading
 import traceback as tb
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ztq.core.errors import PayloadError, Retry, UnknownTask, UnsupportedTask
+from ztq.core.middleware import Outcome
 from ztq.core.record import decode_payload
 
 if TYPE_CHECKING:
@@ -28,22 +28,6 @@ class SoftTimeout(Exception):  # noqa: N818 - reads as what happened
 
 class Killed(BaseException):  # noqa: N818
     """Raised inside a task an operator killed from the console (thread mode)."""
-
-
-@dataclass
-class Outcome:
-    ok: bool
-    task: str = "?"
-    result: str = ""  # JSON
-    error_type: str = ""
-    message: str = ""
-    traceback: str = ""
-    retry_delay: float | None = None  # set when the task raised Retry
-    permanent: bool = False  # retrying cannot help: bad payload, unknown task, bad arguments
-
-    @property
-    def error(self) -> str:
-        return f"{self.error_type}: {self.message}" if self.message else self.error_type
 
 
 def _failure(task: str, exc: BaseException, *, permanent: bool = False, kind: str = "") -> Outcome:

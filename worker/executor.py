@@ -9,7 +9,6 @@ long, while a flood of tiny tasks costs a fraction of a round trip each.
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from dataclasses import dataclass, field
@@ -17,11 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 from ztq.core.calls import TaskCall
 from ztq.core.errors import ZtqError
+from ztq.core.middleware import Outcome, Run
 from ztq.core.scripts import Op
 from ztq.core.storage import Finished, Leased
 from ztq.worker.config import ThreadSpec
 from ztq.worker.context import RunContext, reset_current, set_current
-from ztq.worker.execute import Interruptible, Killed, Outcome, SoftTimeout, call, prepare
+from ztq.worker.execute import Interruptible, Killed, SoftTimeout, call, prepare
 from ztq.worker.process_slot import ProcessSlot, SlotTask
 
 if TYPE_CHECKING:
@@ -30,14 +30,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 QUICK = 0.02  # seconds: tasks faster than this let the batch grow
-MAX_RETRY_ATTEMPTS = 25  # a task raising Retry forever goes to errors after this many runs
-BACKOFF_CAP = 300.0
-
-
-def backoff(attempt: int, first: float = 1.0) -> float:
-    """Exponential backoff with jitter: ~first, 2x, 4x ... capped at 5 minutes."""
-    base = min(BACKOFF_CAP, first * 2 ** max(0, attempt - 1))
-    return base * random.uniform(0.5, 1.5)
 
 
 @dataclass
@@ -67,7 +59,6 @@ class Executor(threading.Thread):
         self.fails: list[Op] = []
         self.settled: list[tuple[str, str]] = []  # (queue, id) acked or failed, not yet sent
         self.batch = 1
-        self.batch_counts: dict[str, int] = {}
         self.slot: ProcessSlot | None = None
         if spec.pool == "process":
             self.slot = ProcessSlot(
@@ -201,33 +192,36 @@ class Executor(threading.Thread):
 
     # -- one task ----------------------------------------------------------------------------
     def run_one(self, lease: Leased) -> None:
-        prepared = prepare(lease.payload, self.worker.app)
-        opts: dict[str, Any] = {}
-        if isinstance(prepared, Outcome):
+        """Run one leased task and settle it. The policies (time limit, retries, callbacks,
+        results, batches) are the app's middleware; this only calls their hooks."""
+        app = self.worker.app
+        prepared = prepare(lease.payload, app)
+        task = prepared.task if isinstance(prepared, Outcome) else prepared[0].name
+        opts = {} if isinstance(prepared, Outcome) else prepared[3]
+        run = Run(app, self.worker, lease.queue, lease.id, lease.token, task, lease.failures,
+                  self.spec.name, opts, time.time())  # fmt: skip
+        if isinstance(prepared, Outcome):  # nothing to run: bad payload, unknown task ...
+            self.current = Running(lease, task, run.started)
             outcome = prepared
-            self.current = Running(lease, outcome.task, time.time())
         else:
-            tf, args, kwargs, opts = prepared
-            outcome = self._execute(lease, tf, args, kwargs, opts)
+            tf, args, kwargs, _ = prepared
+            outcome = self._execute(run, lease, tf, args, kwargs)
         self.current = None
-        self._settle(lease, outcome, opts)
-        if not isinstance(prepared, Outcome):
-            self._batch_hook(prepared[0])
+        self._settle(run, lease, outcome)
+        app.middleware.notify("after_run", run, outcome)
 
     def _execute(
-        self, lease: Leased, tf: Any, args: list[Any], kwargs: dict[str, Any], opts: dict[str, Any]
+        self, run: Run, lease: Leased, tf: Any, args: list[Any], kwargs: dict[str, Any]
     ) -> Outcome:
-        timeout = opts.get("timeout")
         app = self.worker.app
-        on_progress = (
-            TaskCall.from_dict(opts["on_progress"], app) if opts.get("on_progress") else None
-        )
+        app.middleware.notify("before_run", run)
+        progress = run.opts.get("on_progress")
         ctx = RunContext(
-            self.storage, lease.queue, lease.id, lease.token, self.worker.id, tf.name, on_progress
-        )
-        now = time.time()
-        self.current = Running(lease, tf.name, now, now + timeout if timeout else None, ctx)
-        if timeout and self.slot is None:
+            self.storage, lease.queue, lease.id, lease.token, self.worker.id, tf.name,
+            TaskCall.from_dict(progress, app) if progress else None, app=app,
+        )  # fmt: skip
+        self.current = Running(lease, tf.name, run.started, run.deadline, ctx)
+        if run.deadline is not None and self.slot is None:
             self.worker.timeouts.poke()
         log.info(
             "task start id=%s task=%s queue=%s attempt=%d",
@@ -237,16 +231,9 @@ class Executor(threading.Thread):
             lease.failures + 1,
         )
         if self.slot is not None:
-            job = SlotTask(
-                lease.payload,
-                lease.queue,
-                lease.id,
-                lease.token,
-                self.worker.id,
-                tf.name,
-                opts.get("on_progress"),
-                timeout,
-            )
+            timeout = None if run.deadline is None else max(0.001, run.deadline - run.started)
+            job = SlotTask(lease.payload, lease.queue, lease.id, lease.token, self.worker.id,
+                           tf.name, progress, timeout)  # fmt: skip
             outcome = self.slot.run(job)
         else:
             token = set_current(ctx)
@@ -254,7 +241,7 @@ class Executor(threading.Thread):
                 outcome = call(tf, args, kwargs, self.guard, self.current)
             finally:
                 reset_current(token)
-        runtime = (time.time() - now) * 1000
+        runtime = (time.time() - run.started) * 1000
         log.info(
             "task %s id=%s task=%s runtime_ms=%.1f%s",
             "done" if outcome.ok else "failed",
@@ -265,33 +252,23 @@ class Executor(threading.Thread):
         )
         return outcome
 
-    def _settle(self, lease: Leased, outcome: Outcome, opts: dict[str, Any]) -> None:
-        """Queue the ack or failure (sent with the next fetch); send callbacks first."""
+    def _settle(self, run: Run, lease: Leased, outcome: Outcome) -> None:
+        """Queue the ack or the failure (sent with the next fetch) after the hooks ran."""
+        hooks = self.worker.app.middleware
         self.settled.append((lease.queue, lease.id))
         if outcome.ok:
             self.done_count += 1
-            self._callback(opts.get("callback"), {})
-            keep = outcome.result if self.cfg.result_ttl > 0 else ""
+            hooks.notify("on_success", run, outcome)
             self.acks.setdefault(lease.queue, []).append(
-                Finished(lease.id, lease.token, outcome.task, keep)
+                Finished(lease.id, lease.token, outcome.task, outcome.result)
             )
             return
         self.failed_count += 1
-        delay = -1.0
-        retries = int(opts.get("retries", 0) or 0)
-        # this failure's number in the series: lost leases do not count (max_lost does)
-        failure = lease.failures + 1
-        if outcome.retry_delay is not None and failure < MAX_RETRY_ATTEMPTS:
-            delay = (
-                outcome.retry_delay
-                if outcome.retry_delay >= 0
-                else backoff(failure, self.cfg.retry_backoff)
-            )
-        elif not outcome.permanent and failure <= retries:
-            delay = backoff(failure, self.cfg.retry_backoff)
-        if delay < 0:
-            extra = {"error_code": outcome.error_type, "error_message": outcome.message}
-            self._callback(opts.get("on_failure"), extra)
+        run.retry_in = hooks.retry_delay(run, outcome)
+        if run.retry_in is None:
+            hooks.notify("on_failure", run, outcome)
+        else:
+            hooks.notify("on_retry", run, outcome, run.retry_in)
         self.fails.append(
             self.storage.fail_op(
                 lease.queue,
@@ -301,44 +278,14 @@ class Executor(threading.Thread):
                 outcome.task,
                 outcome.error,
                 outcome.traceback,
-                retry_delay_ms=int(delay * 1000) if delay >= 0 else -1,
+                retry_delay_ms=-1 if run.retry_in is None else max(0, int(run.retry_in * 1000)),
                 history_maxlen=self.cfg.history_maxlen,
             )
         )
 
-    def _callback(self, data: dict[str, Any] | None, extra: dict[str, Any]) -> None:
-        if not data:
-            return
-        try:
-            call = TaskCall.from_dict(data, self.worker.app)
-            if extra:
-                call = call.with_options(kwargs={**call.kwargs, **extra})
-            call.enqueue()
-        except ZtqError:
-            raise  # Redis down: the executor loop retries; the task itself will run again
-        except Exception:
-            log.exception("callback %s could not be enqueued", data.get("task"))
-
-    def _batch_hook(self, tf: Any) -> None:
-        if not tf.batch_size or tf.on_batch is None:
-            return
-        count = self.batch_counts.get(tf.name, 0) + 1
-        self.batch_counts[tf.name] = count
-        if count >= tf.batch_size:
-            self._commit_batch(tf)
-
     def run_dry_hooks(self) -> None:
-        """The queue ran dry: commit every partial batch (ZTQ's indexing case)."""
-        for name, count in list(self.batch_counts.items()):
-            if count:
-                self._commit_batch(self.worker.app.lookup(name))
-
-    def _commit_batch(self, tf: Any) -> None:
-        self.batch_counts[tf.name] = 0
-        try:
-            tf.on_batch()
-        except Exception:
-            log.exception("on_batch of %s failed", tf.name)
+        """This thread's queues ran dry (e.g. BatchCommit commits partial batches)."""
+        self.worker.app.middleware.notify("on_idle", self.worker, self.spec.name)
 
     # -- seen from other threads -------------------------------------------------------------
     def describe(self) -> dict[str, Any] | None:

@@ -69,6 +69,7 @@ def _child_main(conn: Any, imports: tuple[str, ...], url: str, prefix: str, app_
             job.worker,
             job.task,
             TaskCall.from_dict(job.on_progress, app) if job.on_progress else None,
+            app=app,
         )
         tok = set_current(ctx)
         if job.timeout:

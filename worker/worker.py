@@ -134,6 +134,7 @@ class Worker:
                 key = (queue, task_id)
                 if any(key in ex.held and key not in ex.settled for ex in self.executors):
                     log.warning("lost the lease of %s in %s (expired, handed on?)", task_id, queue)
+                    self.app.middleware.notify("on_lease_lost", self, queue, task_id)
 
     def heartbeat(self) -> None:
         status = (
@@ -279,6 +280,7 @@ class Worker:
 
     def run(self) -> None:
         self.setup()
+        self.app.middleware.notify("worker_start", self)
         self.start_executors()
         self.scheduler = Scheduler(self)
         self.scheduler.start()
@@ -323,6 +325,8 @@ class Worker:
                         ex.slot.close()
             write_heartbeat(self.storage, self.id, self.describe("stopped"))
             log_event(self.storage, "stop", self.id, f"pid {os.getpid()} stopped")
+        with contextlib.suppress(ZtqError):
+            self.app.middleware.notify("worker_stop", self)
         if (
             self.command_thread is not None
             and self.command_thread is not threading.current_thread()

@@ -1,0 +1,135 @@
+"""The built-in policies, each one middleware (see :mod:`ztq.core.middleware`).
+
+Every app starts with :func:`default_middleware`, in this order: time limits, retries,
+callbacks, result storage, batch commits. Replace the list (``App(middleware=[...])``),
+add to it (``app.add_middleware``), or subclass one to change a policy.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from typing import Any
+
+from ztq.core.calls import TaskCall
+from ztq.core.errors import UnknownTask
+from ztq.core.middleware import Middleware, Outcome, Run
+
+log = logging.getLogger(__name__)
+
+BACKOFF_CAP = 300.0  # seconds: the longest backoff between two runs
+MAX_RETRY_RUNS = 25  # a task raising Retry forever goes to errors after this many failures
+
+
+def backoff(failure: int, first: float = 1.0) -> float:
+    """Exponential backoff with jitter: ~first, 2x, 4x ... capped at 5 minutes."""
+    base = min(BACKOFF_CAP, first * 2 ** max(0, failure - 1))
+    return base * random.uniform(0.5, 1.5)
+
+
+class TimeLimit(Middleware):
+    """A task's ``timeout`` (seconds) becomes the run's soft deadline: ``SoftTimeout`` is
+    raised in its thread (the worker's watchdog), or in its process slot's child."""
+
+    def before_run(self, run: Run) -> None:
+        timeout = run.opts.get("timeout")
+        if timeout:
+            run.deadline = run.started + float(timeout)
+
+
+class Retries(Middleware):
+    """``retries=N`` retries the first N failures of a task's code with exponential backoff
+    (the worker's ``retry_backoff`` first, doubling, jittered); ``raise Retry(delay)``
+    reschedules up to ``MAX_RETRY_RUNS`` failures. Lost leases do not count (``max_lost``
+    does); bad payloads, unknown tasks and wrong arguments are never retried."""
+
+    def __init__(self, first: float | None = None, max_retry_runs: int = MAX_RETRY_RUNS) -> None:
+        self.first = first  # None: the worker's retry_backoff
+        self.max_retry_runs = max_retry_runs
+
+    def retry_delay(self, run: Run, outcome: Outcome) -> float | None:
+        failure = run.failures + 1  # this failure's number in the series
+        first = self.first if self.first is not None else float(run.worker.cfg.retry_backoff)
+        if outcome.retry_delay is not None:
+            if failure >= self.max_retry_runs:
+                return None
+            return outcome.retry_delay if outcome.retry_delay >= 0 else backoff(failure, first)
+        if not outcome.permanent and failure <= int(run.opts.get("retries", 0) or 0):
+            return backoff(failure, first)
+        return None
+
+
+class Callbacks(Middleware):
+    """``callback`` is enqueued after a success (before the ack: a crash between the two
+    runs the task again, and the callback's dedup id makes its second enqueue a no-op while
+    it is pending); ``on_failure`` after the last failure, with ``error_code`` and
+    ``error_message``; ``on_progress`` on each ``report_progress``, with ``progress``."""
+
+    def on_success(self, run: Run, outcome: Outcome) -> None:
+        self._send(run, run.opts.get("callback"), {})
+
+    def on_failure(self, run: Run, outcome: Outcome) -> None:
+        extra = {"error_code": outcome.error_type, "error_message": outcome.message}
+        self._send(run, run.opts.get("on_failure"), extra)
+
+    def on_progress(self, run_context: Any, data: dict[str, Any]) -> None:
+        call: TaskCall | None = run_context.on_progress
+        if call is not None:
+            call.with_options(kwargs={**call.kwargs, "progress": data}).enqueue()
+
+    @staticmethod
+    def _send(run: Run, data: dict[str, Any] | None, extra: dict[str, Any]) -> None:
+        if not data:
+            return
+        call = TaskCall.from_dict(data, run.app)
+        if extra:
+            call = call.with_options(kwargs={**call.kwargs, **extra})
+        call.enqueue()
+
+
+class Results(Middleware):
+    """Keeps a task's return value on its finished record for the worker's ``result_ttl``
+    seconds (0: the record is dropped at the ack, nothing is stored)."""
+
+    def on_success(self, run: Run, outcome: Outcome) -> None:
+        if float(run.worker.cfg.result_ttl) <= 0:
+            outcome.result = ""
+
+
+class BatchCommit(Middleware):
+    """``@task(batch_size=N, on_batch=f)`` calls ``f()`` after every N runs of the task in a
+    thread, and when the thread's queues run dry (ZTQ's indexing case)."""
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, str], int] = {}  # (thread, task) -> runs since a commit
+
+    def after_run(self, run: Run, outcome: Outcome) -> None:
+        if outcome.permanent:
+            return  # it did not run
+        try:
+            tf = run.app.lookup(run.task)
+        except UnknownTask:
+            return
+        if not tf.batch_size or tf.on_batch is None:
+            return
+        key = (run.thread, tf.name)
+        self.counts[key] = self.counts.get(key, 0) + 1
+        if self.counts[key] >= tf.batch_size:
+            self._commit(key, tf)
+
+    def on_idle(self, worker: Any, thread: str) -> None:
+        for key, count in list(self.counts.items()):
+            if key[0] == thread and count:
+                self._commit(key, worker.app.lookup(key[1]))
+
+    def _commit(self, key: tuple[str, str], tf: Any) -> None:
+        self.counts[key] = 0
+        try:
+            tf.on_batch()
+        except Exception:
+            log.exception("on_batch of %s failed", tf.name)
+
+
+def default_middleware() -> list[Middleware]:
+    """A fresh instance of every built-in policy, in their order."""
+    return [TimeLimit(), Retries(), Callbacks(), Results(), BatchCommit()]
