@@ -1,7 +1,7 @@
 """The built-in policies, each one middleware (see :mod:`ztq.core.middleware`).
 
-Every app starts with :func:`default_middleware`, in this order: time limits, retries,
-callbacks, result storage, batch commits. Replace the list (``App(middleware=[...])``),
+Every app starts with :func:`default_middleware`, in this order: run logs, time limits,
+retries, callbacks, result storage, batch commits. Replace the list (``App(middleware=[...])``),
 add to it (``app.add_middleware``), or subclass one to change a policy.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from typing import Any
 
 from ztq.core.calls import TaskCall
@@ -25,6 +26,37 @@ def backoff(failure: int, first: float = 1.0) -> float:
     """Exponential backoff with jitter: ~first, 2x, 4x ... capped at 5 minutes."""
     base = min(BACKOFF_CAP, first * 2 ** max(0, failure - 1))
     return base * random.uniform(0.5, 1.5)
+
+
+class LogRuns(Middleware):
+    """A start and an end line per run on the ``ztq.runs`` logger (INFO), with the fields
+    of the run for JSON logs (``extra["ztq"]``). Nothing is built when INFO is off."""
+
+    log = logging.getLogger("ztq.runs")
+
+    def before_run(self, run: Run) -> None:
+        if self.log.isEnabledFor(logging.INFO):
+            fields = {"event": "start", "task_id": run.id, "task": run.task,
+                      "queue": run.queue, "attempt": run.failures + 1}  # fmt: skip
+            self.log.info(
+                "task start id=%s task=%s queue=%s attempt=%d",
+                run.id, run.task, run.queue, run.failures + 1, extra={"ztq": fields},
+            )  # fmt: skip
+
+    def after_run(self, run: Run, outcome: Outcome) -> None:
+        if outcome.permanent or not self.log.isEnabledFor(logging.INFO):
+            return  # a payload that could not run has no start line either
+        ms = (time.time() - run.started) * 1000
+        state = "done" if outcome.ok else "retry" if run.retry_in is not None else "failed"
+        fields = {"event": "end", "task_id": run.id, "task": run.task, "queue": run.queue,
+                  "attempt": run.failures + 1, "outcome": state,
+                  "duration_ms": round(ms, 1)}  # fmt: skip
+        if not outcome.ok:
+            fields["error"] = outcome.error_type
+        self.log.info(
+            "task %s id=%s task=%s runtime_ms=%.1f%s", state, run.id, run.task, ms,
+            "" if outcome.ok else f" error={outcome.error_type}", extra={"ztq": fields},
+        )  # fmt: skip
 
 
 class TimeLimit(Middleware):
@@ -132,4 +164,4 @@ class BatchCommit(Middleware):
 
 def default_middleware() -> list[Middleware]:
     """A fresh instance of every built-in policy, in their order."""
-    return [TimeLimit(), Retries(), Callbacks(), Results(), BatchCommit()]
+    return [LogRuns(), TimeLimit(), Retries(), Callbacks(), Results(), BatchCommit()]

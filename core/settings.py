@@ -110,6 +110,16 @@ def text(raw: Any) -> str:
     return str(raw)
 
 
+def choice(*allowed: str) -> Callable[[Any], str]:
+    def parse(raw: Any) -> str:
+        value = str(raw).strip().lower()
+        if value not in allowed:
+            raise ValueError(f"must be one of {', '.join(allowed)}, not {raw!r}")
+        return value
+
+    return parse
+
+
 def app_spec(raw: Any) -> str:
     value = str(raw).strip()
     module, sep, attr = value.partition(":")
@@ -175,6 +185,12 @@ SETTINGS: tuple[Setting, ...] = (
             "seconds before the first retry; doubles per attempt"),
     _worker("lost_after", number(0, above=True), 30.0,
             "read and checked, not used by the worker yet (see console.lost_after)"),
+    Setting("log_level", choice("debug", "info", "warning", "error", "critical"), "info",
+            "level of the ztq command's log (flag --log-level or environment only: logging "
+            "starts before any file is read)", app_key=None),
+    Setting("log_format", choice("text", "json"), "text",
+            "text lines, or JSON lines with the running task's id, name, queue and attempt "
+            "(flag --log-format or environment only)", app_key=None),
     Setting("console.secret", text, "", "signs the session cookies; the console refuses "
             "to start without a long random one", secret=True),
     Setting("console.users", text, "", "one 'NAME ROLE HASH' a line (';' separates them "

@@ -110,9 +110,9 @@ def test_middleware_md_example_runs_and_orders_the_middleware() -> None:
     namespace: dict[str, object] = {"__name__": "docs_middleware_example"}
     exec(compile(code, "docs/middleware.md", "exec"), namespace)  # noqa: S102 - our own doc
     names = [type(m).__name__ for m in namespace["app"].middleware.middleware]  # type: ignore[attr-defined]
-    assert names == ["TimeLimit", "RetryNetworkErrors", "Retries", "Callbacks", "Results",
-                     "BatchCommit", "Timing"]  # fmt: skip
-    assert isinstance(namespace["app"].middleware.middleware[2], Retries)  # type: ignore[attr-defined]
+    assert names == ["LogRuns", "TimeLimit", "RetryNetworkErrors", "Retries", "Callbacks",
+                     "Results", "BatchCommit", "Timing"]  # fmt: skip
+    assert isinstance(namespace["app"].middleware.middleware[3], Retries)  # type: ignore[attr-defined]
 
 
 def test_middleware_md_lists_every_hook() -> None:
@@ -121,3 +121,14 @@ def test_middleware_md_lists_every_hook() -> None:
     text = (DOCS / "middleware.md").read_text("utf-8")
     documented = re.findall(r"^\| `([a-z_]+)\(", text, re.M)
     assert sorted(documented) == sorted(HOOKS)
+
+
+def test_settings_md_lists_every_setting_with_its_environment_variable() -> None:
+    from ztq.core.settings import SETTINGS
+
+    text = (DOCS / "settings.md").read_text("utf-8")
+    rows = {
+        m.group(1): m.group(2)
+        for m in re.finditer(r"^\| `([a-z_.]+)` \|.*?`(ZTQ_[A-Z_]+)`", text, re.M)
+    }
+    assert rows == {s.name: s.env for s in SETTINGS}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from typing import Any
 
@@ -12,6 +11,7 @@ import ztq.core as ztq
 from ztq.core import settings
 from ztq.core.app import connection_flags, default_app, load_app
 from ztq.core.errors import ZtqError
+from ztq.worker import logs
 from ztq.worker.config import ThreadSpec, load_config, parse_queue_entry
 
 
@@ -27,11 +27,13 @@ REDO_BATCH = 500  # tasks per script call of redo --all
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ztq", description="ztq task queue")
-    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--log-level", help="debug, info (default), warning, error")
+    parser.add_argument("--log-format", help="text (default) or json: one JSON object a line")
     sub = parser.add_subparsers(dest="command", required=True)
 
     w = sub.add_parser("worker", help="run a worker")
     w.add_argument("--log-level", default=argparse.SUPPRESS)
+    w.add_argument("--log-format", default=argparse.SUPPRESS)
     w.add_argument("-c", "--config", help="ini file ([server] + [queues], or app.ini)")
     w.add_argument("--app", help="the ztq.core.App to serve, as module:attribute")
     w.add_argument("--redis", help="Redis URL (overrides ZTQ_REDIS_URL and the file)")
@@ -85,11 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-    )
     try:
+        got = settings.resolve(
+            ("log_level", "log_format"),
+            flags={"log_level": args.log_level, "log_format": args.log_format},
+        )
+        logs.configure(got["log_level"].value, got["log_format"].value)
         return int(COMMANDS[args.command](args) or 0)
     except ZtqError as exc:
         print(f"ztq: {exc}", file=sys.stderr)

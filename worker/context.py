@@ -36,6 +36,7 @@ class RunContext:
     child_pid: int | None = None
     comment: str = ""
     app: App | None = None  # whose middleware hears of the progress (None: the default app)
+    attempt: int = 1  # the run's number in its series (failures before it + 1), for logs
 
 
 _current: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar(

@@ -219,17 +219,11 @@ class Executor(threading.Thread):
         ctx = RunContext(
             self.storage, lease.queue, lease.id, lease.token, self.worker.id, tf.name,
             TaskCall.from_dict(progress, app) if progress else None, app=app,
+            attempt=lease.failures + 1,
         )  # fmt: skip
         self.current = Running(lease, tf.name, run.started, run.deadline, ctx)
         if run.deadline is not None and self.slot is None:
             self.worker.timeouts.poke()
-        log.info(
-            "task start id=%s task=%s queue=%s attempt=%d",
-            lease.id,
-            tf.name,
-            lease.queue,
-            lease.failures + 1,
-        )
         if self.slot is not None:
             timeout = None if run.deadline is None else max(0.001, run.deadline - run.started)
             job = SlotTask(lease.payload, lease.queue, lease.id, lease.token, self.worker.id,
@@ -241,15 +235,6 @@ class Executor(threading.Thread):
                 outcome = call(tf, args, kwargs, self.guard, self.current)
             finally:
                 reset_current(token)
-        runtime = (time.time() - run.started) * 1000
-        log.info(
-            "task %s id=%s task=%s runtime_ms=%.1f%s",
-            "done" if outcome.ok else "failed",
-            lease.id,
-            tf.name,
-            runtime,
-            "" if outcome.ok else f" error={outcome.error_type}",
-        )
         return outcome
 
     def _settle(self, run: Run, lease: Leased, outcome: Outcome) -> None:
