@@ -122,6 +122,7 @@ class App:
         cron: str | None = None,
         batch_size: int | None = None,
         on_batch: Callable[[], Any] | None = None,
+        result_ttl: float | None = None,
     ) -> Callable[[Callable[P, R]], TaskFunction[P, R]]: ...
 
     def task(
@@ -139,12 +140,14 @@ class App:
         cron: str | None = None,
         batch_size: int | None = None,
         on_batch: Callable[[], Any] | None = None,
+        result_ttl: float | None = None,
     ) -> Any:
         """Register a function as a task of this app, by default as ``module.qualname`` on
         queue ``default``.
 
         ``cron="*/5 * * * *"`` also schedules it (no arguments); ``batch_size`` with
-        ``on_batch`` calls ``on_batch()`` after that many runs or when the queue runs dry.
+        ``on_batch`` calls ``on_batch()`` after that many runs or when the queue runs dry;
+        ``result_ttl`` (seconds) keeps its results that long instead of the worker's setting.
         """
 
         def register(f: Callable[..., Any]) -> TaskFunction[Any, Any]:
@@ -160,6 +163,7 @@ class App:
                 unique=unique,
                 batch_size=batch_size,
                 on_batch=on_batch,
+                result_ttl=result_ttl,
             )
             self.registry.add(tf)
             if cron is not None:

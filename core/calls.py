@@ -113,6 +113,8 @@ class TaskCall:
     on_progress: TaskCall | None = None
     timeout: float | None = None
     retries: int = 0
+    result_ttl: float | None = None  # seconds its result is kept; None: the worker's setting
+    pass_result: bool = False  # as a callback: the parent's result comes first in its args
     # the app that sends it (None: the default app); not part of the payload or of equality
     app: App | None = field(default=None, repr=False, compare=False)
     _payload: str = field(default="", init=False, repr=False, compare=False)
@@ -128,6 +130,7 @@ class TaskCall:
         object.__setattr__(self, "priority", _priority(self.priority))
         object.__setattr__(self, "delay", _seconds(self.delay, "delay"))
         object.__setattr__(self, "timeout", _seconds(self.timeout, "timeout", allow_zero=False))
+        object.__setattr__(self, "result_ttl", _seconds(self.result_ttl, "result_ttl"))
         eta = self.eta
         if isinstance(eta, datetime):
             eta = eta.timestamp()
@@ -174,6 +177,8 @@ class TaskCall:
             opts["retries"] = self.retries
         if self.timeout is not None:
             opts["timeout"] = self.timeout
+        if self.result_ttl is not None:
+            opts["result_ttl"] = self.result_ttl
         for name in ("callback", "on_failure", "on_progress"):
             value = getattr(self, name)
             if value is not None:
@@ -213,6 +218,8 @@ class TaskCall:
             data["unique"] = False
         if self.id is not None:
             data["id"] = self.id
+        if self.pass_result:
+            data["pass_result"] = True
         opts = self.options_dict()
         if opts:
             data["opts"] = opts
@@ -239,6 +246,8 @@ class TaskCall:
             id=data.get("id"),
             timeout=opts.get("timeout"),
             retries=int(opts.get("retries", 0)),
+            result_ttl=opts.get("result_ttl"),
+            pass_result=bool(data.get("pass_result", False)),
             callback=nested("callback"),
             on_failure=nested("on_failure"),
             on_progress=nested("on_progress"),

@@ -55,5 +55,20 @@ class UnsupportedTask(ZtqError, TypeError):
     generator functions), so a worker could never tell that it had done its work."""
 
 
+class TaskFailed(ZtqError):
+    """The task ended in its error list; carries the remote exception's type, message and
+    traceback (as text: ztq never pickles)."""
+
+    def __init__(self, task_id: str, error_type: str, message: str, traceback: str) -> None:
+        super().__init__(f"task {task_id} failed: {error_type}: {message}" if message
+                         else f"task {task_id} failed: {error_type}")  # fmt: skip
+        self.task_id, self.error_type, self.message = task_id, error_type, message
+        self.traceback = traceback
+
+
+class ResultTimeout(ZtqError, TimeoutError):
+    """The task had not finished when the wait for its result ran out."""
+
+
 class InvalidOption(ZtqError, ValueError):
     """An enqueue or task option has a value of the wrong type or out of range."""

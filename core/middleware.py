@@ -70,6 +70,7 @@ class Run:
     started: float = 0.0  # epoch seconds
     deadline: float | None = None  # soft timeout (epoch seconds), set by TimeLimit
     retry_in: float | None = None  # decided by the retry policy: seconds, None = no retry
+    result_ttl: float | None = None  # seconds the finished record is kept (None: the worker's)
 
 
 class Middleware:

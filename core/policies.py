@@ -7,6 +7,7 @@ add to it (``app.add_middleware``), or subclass one to change a policy.
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import time
@@ -98,7 +99,13 @@ class Callbacks(Middleware):
     ``error_message``; ``on_progress`` on each ``report_progress``, with ``progress``."""
 
     def on_success(self, run: Run, outcome: Outcome) -> None:
-        self._send(run, run.opts.get("callback"), {})
+        data = run.opts.get("callback")
+        if data and data.get("pass_result"):  # a chain: the parent's result comes first
+            call = TaskCall.from_dict(data, run.app)
+            result = json.loads(outcome.result) if outcome.result else None
+            call.with_options(args=(result, *call.args)).enqueue()
+            return
+        self._send(run, data, {})
 
     def on_failure(self, run: Run, outcome: Outcome) -> None:
         extra = {"error_code": outcome.error_type, "error_message": outcome.message}
@@ -120,11 +127,14 @@ class Callbacks(Middleware):
 
 
 class Results(Middleware):
-    """Keeps a task's return value on its finished record for the worker's ``result_ttl``
-    seconds (0: the record is dropped at the ack, nothing is stored)."""
+    """Keeps a task's return value on its finished record for its ``result_ttl`` (the task's
+    or the call's option, else the worker's setting); 0: the record is dropped at the ack
+    and nothing is stored. ``handle.get()`` reads it."""
 
     def on_success(self, run: Run, outcome: Outcome) -> None:
-        if float(run.worker.cfg.result_ttl) <= 0:
+        ttl = run.opts.get("result_ttl")
+        run.result_ttl = float(run.worker.cfg.result_ttl if ttl is None else ttl)
+        if run.result_ttl <= 0:
             outcome.result = ""
 
 

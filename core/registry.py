@@ -43,8 +43,10 @@ class TaskFunction(Generic[P, R]):
         unique: bool,
         batch_size: int | None,
         on_batch: Callable[[], Any] | None,
+        result_ttl: float | None = None,
     ) -> None:
         self.fn = fn
+        self.result_ttl = result_ttl
         self.app = app
         self.name = name
         self.queue = queue
@@ -78,7 +80,8 @@ class TaskFunction(Generic[P, R]):
 
         Options: ``queue``, ``connection``, ``priority``, ``delay``, ``eta``, ``first``,
         ``unique``, ``id``, ``callback``, ``on_failure``, ``on_progress``, ``timeout``,
-        ``retries``. Unknown names raise ``TypeError``.
+        ``retries``, ``result_ttl``, ``pass_result`` (as a callback: the parent's result
+        comes first in its arguments). Unknown names raise ``TypeError``.
         """
         defaults: dict[str, Any] = {
             "queue": self.queue,
@@ -87,6 +90,7 @@ class TaskFunction(Generic[P, R]):
             "retries": self.retries,
             "timeout": self.timeout,
             "unique": self.unique,
+            "result_ttl": self.result_ttl,
         }
         defaults.update(options)
         return TaskCall(self.name, tuple(args), dict(kwargs or {}), app=self.app, **defaults)
@@ -96,11 +100,11 @@ class TaskFunction(Generic[P, R]):
         args: tuple[Any, ...] | list[Any] = (),
         kwargs: dict[str, Any] | None = None,
         **options: Any,
-    ) -> TaskHandle:
+    ) -> TaskHandle[R]:
         """Send one call with options (see :meth:`prepare`); returns its handle."""
         return self.prepare(args, kwargs, **options).enqueue()
 
-    def delay(self, *args: P.args, **kwargs: P.kwargs) -> TaskHandle:
+    def delay(self, *args: P.args, **kwargs: P.kwargs) -> TaskHandle[R]:
         """Send one call now with the task's default options."""
         return self.prepare(args, kwargs).enqueue()
 
@@ -118,6 +122,7 @@ def make_task(
     unique: bool,
     batch_size: int | None,
     on_batch: Callable[[], Any] | None,
+    result_ttl: float | None = None,
 ) -> TaskFunction[Any, Any]:
     """Check a function and its options and wrap it as a task of ``app`` (not registered)."""
     task_name = check_task_name(name or f"{f.__module__}.{f.__qualname__}".replace(".<locals>", ""))
@@ -128,7 +133,8 @@ def make_task(
     if on_batch is not None and not callable(on_batch):
         raise InvalidOption("on_batch must be callable")
     # validates priority, retries and timeout the same way enqueue does
-    probe = TaskCall(task_name, queue=queue, priority=priority, retries=retries, timeout=timeout)
+    probe = TaskCall(task_name, queue=queue, priority=priority, retries=retries, timeout=timeout,
+                     result_ttl=result_ttl)  # fmt: skip
     return TaskFunction(
         f,
         app=app,
@@ -141,6 +147,7 @@ def make_task(
         unique=unique,
         batch_size=batch_size,
         on_batch=on_batch,
+        result_ttl=probe.result_ttl,
     )
 
 

@@ -104,6 +104,7 @@ class Finished:
     token: int
     task: str
     result: str = ""  # JSON text, '' when the result is not kept
+    ttl_ms: int | None = None  # how long the finished record is kept; None: the ack's default
 
 
 class Storage:
@@ -422,6 +423,32 @@ class Storage:
             args = ["ids", 0, *ids]
         deleted, taken = self.call("remove", keys, args)
         return int(deleted), int(taken)
+
+    # -- waiting for results -----------------------------------------------------------------
+    def history_tail(self, queue: str) -> str:
+        """The id of the queue's newest history entry ('0-0' when there is none): where a
+        waiter starts reading, taken before it looks at the record (no lost wake-up)."""
+        with self.guard():
+            last = self.client.xrevrange(self.keys.history(queue), "+", "-", count=1)
+        return str(last[0][0]) if last else "0-0"
+
+    def finished_lately(self, queue: str, task_id: str, look: int = 1000) -> str | None:
+        """The status of ``task_id``'s latest run among the queue's last ``look`` finished
+        runs ('done', 'failed', 'retry'), or None: for a task whose record is gone."""
+        with self.guard():
+            entries = self.client.xrevrange(self.keys.history(queue), "+", "-", count=look)
+        return next((str(f.get("status")) for _, f in entries if f.get("id") == task_id), None)
+
+    def wait_history(
+        self, queue: str, after: str, timeout: float
+    ) -> list[tuple[str, dict[str, str]]]:
+        """Block until runs of ``queue`` finish after entry ``after`` (or ``timeout`` passes);
+        returns those entries. Every ack and failure writes one, so waiting costs the
+        workers nothing."""
+        block = int(min(max(timeout, 0.001), MAX_BLOCK) * 1000)
+        with self.guard():
+            reply = self.client.xread({self.keys.history(queue): after}, count=500, block=block)
+        return [(str(i), dict(f)) for _, entries in reply or [] for i, f in entries]
 
     # -- reading -----------------------------------------------------------------------------
     def record(self, queue: str, task_id: str) -> TaskRecord | None:

@@ -132,3 +132,29 @@ def test_settings_md_lists_every_setting_with_its_environment_variable() -> None
         for m in re.finditer(r"^\| `([a-z_.]+)` \|.*?`(ZTQ_[A-Z_]+)`", text, re.M)
     }
     assert rows == {s.name: s.env for s in SETTINGS}
+
+
+def test_results_md_example_runs_against_a_worker(redis_url: str, monkeypatch) -> None:
+    """The first block defines an app's tasks, a worker serves it, the second block uses it."""
+    import threading
+
+    from tests.worker.conftest import FAST
+    from ztq.worker.config import ThreadSpec, WorkerConfig
+    from ztq.worker.worker import Worker
+
+    monkeypatch.setenv("ZTQ_REDIS_URL", redis_url)
+    tasks, client = [b for b in code_blocks("results.md") if b.startswith("from ztq.core")]
+    namespace: dict[str, object] = {"__name__": "docs_results_example"}
+    exec(compile(tasks, "docs/results.md", "exec"), namespace)  # noqa: S102 - our own doc
+    app = namespace["app"]
+    cfg = WorkerConfig(redis_url=redis_url, name="docs-results",
+                       threads=(ThreadSpec("d", ("default",)),), **FAST)  # fmt: skip
+    worker = Worker(cfg, app=app)  # type: ignore[arg-type]
+    th = threading.Thread(target=worker.run, daemon=True)
+    th.start()
+    try:
+        exec(compile(client, "docs/results.md", "exec"), namespace)  # noqa: S102
+    finally:
+        worker.request_stop()
+        th.join(15)
+        app.disconnect_all()  # type: ignore[attr-defined]

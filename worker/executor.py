@@ -123,14 +123,18 @@ class Executor(threading.Thread):
     def flush(self, fetch: bool = True) -> list[Leased]:
         """Send pending acks and failures, and fetch the next batch, in one round trip."""
         ops: list[Op] = []
+        default_ttl = int(self.cfg.result_ttl * 1000)
         for queue, items in self.acks.items():
-            if items:
+            by_ttl: dict[int, list[Finished]] = {}  # one ack call per result TTL in the batch
+            for it in items:
+                by_ttl.setdefault(default_ttl if it.ttl_ms is None else it.ttl_ms, []).append(it)
+            for ttl, group in by_ttl.items():
                 ops.append(
                     self.storage.ack_op(
                         queue,
                         self.worker.id,
-                        items,
-                        result_ttl_ms=int(self.cfg.result_ttl * 1000),
+                        group,
+                        result_ttl_ms=ttl,
                         history_maxlen=self.cfg.history_maxlen,
                     )
                 )
@@ -244,8 +248,9 @@ class Executor(threading.Thread):
         if outcome.ok:
             self.done_count += 1
             hooks.notify("on_success", run, outcome)
+            ttl = None if run.result_ttl is None else int(run.result_ttl * 1000)
             self.acks.setdefault(lease.queue, []).append(
-                Finished(lease.id, lease.token, outcome.task, outcome.result)
+                Finished(lease.id, lease.token, outcome.task, outcome.result, ttl)
             )
             return
         self.failed_count += 1
