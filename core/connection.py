@@ -98,6 +98,11 @@ class Connections:
             self._storages[name] = storage
         return storage
 
+    def has(self, name: str = "default") -> bool:
+        """Whether the named connection was made (by connect() or a first use)."""
+        with self._lock:
+            return name in self._storages
+
     def get(self, name: str = "default") -> Storage:
         """The named connection; the default one is made from the settings on first use."""
         with self._lock:

@@ -156,6 +156,10 @@ class Chain:
         self.middleware.insert(at, m)
         self.rebuild()
 
+    def remove(self, m: Middleware) -> None:
+        self.middleware = [x for x in self.middleware if x is not m]
+        self.rebuild()
+
     def has(self, hook: str) -> bool:
         return bool(self._by_hook[hook])
 

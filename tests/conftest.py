@@ -16,6 +16,8 @@ from tests.redis_cluster import LocalCluster
 from ztq.core.storage import Storage
 from ztq.worker.embedded import RedisProcess
 
+pytest_plugins = ["pytester"]  # tests/worker/test_testing_helpers.py runs a user's suite
+
 
 @pytest.fixture(autouse=True)
 def _no_ztq_settings_from_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:

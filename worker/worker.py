@@ -69,6 +69,7 @@ class Worker:
         self.command_thread: threading.Thread | None = None
         self.scheduler: Scheduler | None = None
         self.timeouts = TimeoutWatch(self)
+        self._drain_setup = False
 
     # -- setup -------------------------------------------------------------------------------
     def setup(self) -> None:
@@ -183,6 +184,48 @@ class Worker:
         if any(ex.current is not None for ex in self.executors):
             return False
         return all(self.storage.pending_count(q) == 0 for q in self.cfg.queues)
+
+    # -- tests -------------------------------------------------------------------------------
+    def drain(
+        self,
+        queues: list[str] | None = None,
+        *,
+        run_delayed: bool = False,
+        max_tasks: int = 100_000,
+    ) -> int:
+        """Run every ready task of ``queues`` (default: the worker's) in the calling thread
+        until none is left; return how many ran. For tests: tasks run as in a worker, with
+        the app's middleware (retries, callbacks, results ...), on the same scripts. Due
+        delayed tasks are promoted; ``run_delayed`` runs every delayed task and retry at
+        once. No threads, heartbeats or soft timeouts; a paused queue is left alone."""
+        names = list(queues or self.cfg.queues)
+        if not self._drain_setup:
+            import_modules(self.cfg.imports)
+            self._drain_setup = True
+        for queue in names:
+            self.storage.register_queue(queue)
+        ex = Executor(self, ThreadSpec("drain", tuple(names)))
+        ran = 0
+        while ran < max_tasks:
+            leased = ex.flush()  # the last batch's acks and failures, then the next fetch
+            if not leased:
+                if not any(self._wake_delayed(q, run_delayed) for q in names):
+                    break
+                continue
+            for lease in leased:
+                ex.run_one(lease)
+                ran += 1
+        ex.flush(fetch=False)
+        ex.run_dry_hooks()
+        return ran
+
+    def _wake_delayed(self, queue: str, all_of_them: bool) -> int:
+        if not all_of_them:
+            return self.storage.promote(queue).moved
+        moved = 0
+        while step := self.storage.requeue(queue, "delayed", oldest=500):
+            moved += step
+        return moved
 
     # -- commands ----------------------------------------------------------------------------
     def handle_command(self, cmd: dict[str, Any]) -> None:
