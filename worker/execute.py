@@ -12,7 +12,7 @@ import threading
 import traceback as tb
 from typing import TYPE_CHECKING, Any
 
-from ztq.core.errors import PayloadError, Retry, UnknownTask, UnsupportedTask
+from ztq.core.errors import PayloadError, Retry, SerializationError, UnknownTask, UnsupportedTask
 from ztq.core.middleware import Outcome
 from ztq.core.record import decode_payload
 
@@ -43,13 +43,12 @@ def _failure(task: str, exc: BaseException, *, permanent: bool = False, kind: st
 
 
 def encode_result(value: Any) -> str:
-    """The result as JSON, or '' for ``None`` (nothing to send or store: most tasks)."""
+    """The result as JSON, or '' for ``None`` (nothing to send or store: most tasks).
+    Raises ``TypeError`` / ``ValueError`` for a value JSON cannot encode (ztq never pickles,
+    and a repr in place of the value would be a wrong result)."""
     if value is None:
         return ""
-    try:
-        return json.dumps(value, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError):
-        return json.dumps(repr(value)[:2000])
+    return json.dumps(value, separators=(",", ":"), allow_nan=False)
 
 
 def not_run(value: Any) -> bool:
@@ -168,5 +167,11 @@ def call(
         )
     try:
         return Outcome(ok=True, task=tf.name, result=encode_result(value))
+    except (TypeError, ValueError) as exc:  # it ran, but what it returned cannot be kept
+        error = SerializationError(
+            f"task {tf.name!r} returned {type(value).__name__}, which JSON cannot encode "
+            f"(ztq never pickles): {exc}; return JSON types (dict, list, str, numbers, None)"
+        )
+        return _failure(tf.name, error, permanent=True)  # the same code returns the same type
     except (SoftTimeout, Killed) as exc:  # pragma: no cover - a late interrupt
         return _failure(tf.name, exc)

@@ -97,3 +97,18 @@ def test_a_result_not_kept_is_none_even_when_it_finished_before_the_wait(start_w
     wait_for(lambda: ztq.get_storage().finished_lately("default", h.id) == "done")
     assert h.record() is None  # dropped at its ack (result_ttl 0) before anyone waited
     assert h.get(timeout=5) is None
+
+
+@ztq.task(name="tests.results.returns_a_set", retries=3)
+def returns_a_set() -> set[int]:
+    return {1, 2}
+
+
+def test_a_result_json_cannot_encode_fails_the_run_with_a_clear_error(start_worker) -> None:
+    start_worker()
+    h = returns_a_set.delay()
+    with pytest.raises(TaskFailed) as caught:
+        h.get(timeout=10)
+    assert caught.value.error_type == "SerializationError"
+    assert "'tests.results.returns_a_set' returned set" in caught.value.message
+    assert h.record().get("attempts") == 1  # not retried: it would return a set again
