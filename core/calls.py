@@ -115,6 +115,8 @@ class TaskCall:
     retries: int = 0
     result_ttl: float | None = None  # seconds its result is kept; None: the worker's setting
     pass_result: bool = False  # as a callback: the parent's result comes first in its args
+    # headers that travel with the task to its run (e.g. a trace context); not in the id
+    meta: dict[str, str] = field(default_factory=dict)
     # the app that sends it (None: the default app); not part of the payload or of equality
     app: App | None = field(default=None, repr=False, compare=False)
     _payload: str = field(default="", init=False, repr=False, compare=False)
@@ -126,6 +128,10 @@ class TaskCall:
             raise InvalidOption(f"args must be a list or tuple, not {type(self.args).__name__}")
         if not isinstance(self.kwargs, dict) or not all(isinstance(k, str) for k in self.kwargs):
             raise InvalidOption("kwargs must be a dict with str keys")
+        if not isinstance(self.meta, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in self.meta.items()
+        ):
+            raise InvalidOption("meta must be a dict of str to str")
         object.__setattr__(self, "args", tuple(self.args))
         object.__setattr__(self, "priority", _priority(self.priority))
         object.__setattr__(self, "delay", _seconds(self.delay, "delay"))
@@ -179,6 +185,8 @@ class TaskCall:
             opts["timeout"] = self.timeout
         if self.result_ttl is not None:
             opts["result_ttl"] = self.result_ttl
+        if self.meta:
+            opts["meta"] = self.meta
         for name in ("callback", "on_failure", "on_progress"):
             value = getattr(self, name)
             if value is not None:
@@ -247,6 +255,7 @@ class TaskCall:
             timeout=opts.get("timeout"),
             retries=int(opts.get("retries", 0)),
             result_ttl=opts.get("result_ttl"),
+            meta=dict(opts.get("meta") or {}),
             pass_result=bool(data.get("pass_result", False)),
             callback=nested("callback"),
             on_failure=nested("on_failure"),

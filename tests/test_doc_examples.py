@@ -158,3 +158,12 @@ def test_results_md_example_runs_against_a_worker(redis_url: str, monkeypatch) -
         worker.request_stop()
         th.join(15)
         app.disconnect_all()  # type: ignore[attr-defined]
+
+
+def test_middleware_md_tracing_example_runs() -> None:
+    from ztq.core.otel import OpenTelemetry
+
+    [code] = [b for b in code_blocks("middleware.md") if "OpenTelemetry()" in b]
+    namespace: dict[str, object] = {"__name__": "docs_otel_example"}
+    exec(compile(code, "docs/middleware.md", "exec"), namespace)  # noqa: S102 - our own doc
+    assert isinstance(namespace["app"].middleware.middleware[-1], OpenTelemetry)  # type: ignore[attr-defined]

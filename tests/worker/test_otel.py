@@ -1,0 +1,68 @@
+"""OpenTelemetry: the trace context travels from the enqueue into the run, and on to the
+callbacks; the SDK's in-memory exporter records the spans (real Redis)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from ztq.core import App
+from ztq.core.errors import ConfigError
+from ztq.core.otel import OpenTelemetry
+from ztq.worker.testing import worker_for
+
+
+def test_a_trace_runs_from_the_request_through_the_enqueue_into_the_run(redis_url: str) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("tests")
+    app = App("traced")
+    app.add_middleware(OpenTelemetry(tracer_provider=provider))
+
+    @app.task(name="notify")
+    def notify(n: int) -> int:
+        return n
+
+    @app.task(name="charge")
+    def charge(order: int) -> int:
+        with tracer.start_as_current_span("card network"):
+            return order
+
+    @app.task(name="decline")
+    def decline() -> None:
+        raise ValueError("card declined")
+
+    worker = worker_for(app, app.connect(redis_url))
+    try:
+        with tracer.start_as_current_span("POST /checkout"):
+            charge.enqueue((7,), callback=notify.prepare((1,)))
+            decline.delay()
+        assert worker.drain() == 3  # charge, decline, then charge's callback
+    finally:
+        app.disconnect_all()
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    request = spans["POST /checkout"]
+    assert {s.context.trace_id for s in spans.values()} == {request.context.trace_id}
+    enqueue, run = spans["enqueue charge"], spans["run charge"]
+    assert (enqueue.kind, run.kind) == (SpanKind.PRODUCER, SpanKind.CONSUMER)
+    assert enqueue.parent.span_id == request.context.span_id
+    assert run.parent.span_id == enqueue.context.span_id
+    assert spans["card network"].parent.span_id == run.context.span_id  # the task's own
+    assert spans["enqueue notify"].parent.span_id == run.context.span_id  # its callback
+    assert spans["run notify"].parent.span_id == spans["enqueue notify"].context.span_id
+    assert run.attributes["ztq.task_id"] and run.attributes["messaging.system"] == "ztq"
+    failed = spans["run decline"]
+    assert failed.status.status_code == StatusCode.ERROR
+    assert "card declined" in failed.status.description
+
+
+def test_without_opentelemetry_the_middleware_says_what_to_install(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "opentelemetry", None)
+    with pytest.raises(ConfigError, match=r"pip install 'ztq\[otel\]'"):
+        OpenTelemetry()
