@@ -27,6 +27,9 @@ def _no_ztq_settings_from_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
 
     for setting in SETTINGS:
         monkeypatch.delenv(setting.env, raising=False)
+    # an app a test forgot to connect fails on a closed port instead of writing to a Redis
+    # the tests did not start (the machine's own on 6379)
+    monkeypatch.setenv("ZTQ_REDIS_URL", "redis://127.0.0.1:1/0")
 
 
 @pytest.fixture(scope="session")
