@@ -56,6 +56,7 @@ class App:
     ) -> None:
         self.name = name
         self.connections = Connections(redis_url, prefix)
+        self.async_connections: dict[tuple[str, int], Any] = {}  # (name, event loop) -> conn
         self.registry = Registry()
         self.cron = CronSchedule()
         self.joins_transactions = False  # see use_transaction_manager()
@@ -101,7 +102,10 @@ class App:
         return self.connections.get(name)
 
     def disconnect_all(self) -> None:
+        """Close the blocking connections and forget the async ones (they close with their
+        event loop's clients)."""
         self.connections.close_all()
+        self.async_connections.clear()
 
     # -- tasks -------------------------------------------------------------------------------
     @overload
@@ -198,6 +202,14 @@ class App:
     ) -> str:
         """The state of a task of this app: queued, delayed, running, error, done or none."""
         return _ping(task, queue, connection=connection, app=self)
+
+    async def aping(
+        self, task: TaskHandle | str, queue: str | None = None, *, connection: str = "default"
+    ) -> str:
+        """:meth:`ping` from a coroutine (``redis.asyncio``; never blocks the event loop)."""
+        from ztq.core.aio import aping
+
+        return await aping(self, task, queue, connection=connection)
 
     def use_transaction_manager(self, enabled: bool = True) -> None:
         """Make this app's enqueues join the ``transaction`` package's current transaction

@@ -72,40 +72,26 @@ class TaskHandle(Generic[R]):
         its record expired). The wait blocks on the queue's history stream, where every
         finished run is written: no polling, no cost to the workers.
         """
-        storage = self.storage
-        deadline = None if timeout is None else time.monotonic() + timeout
+        storage, wait = self.storage, Wait(self, timeout)
         after = storage.history_tail(self.queue)  # before the record: no lost wake-up
-        seen_finish = False
         while True:
             rec = storage.record(self.queue, self.id)
-            if rec is None:
-                # finished, and its record was not kept (result_ttl 0), maybe before we looked
-                if seen_finish or storage.finished_lately(self.queue, self.id) == "done":
-                    return None  # type: ignore[return-value]
-                raise NotFound(
-                    f"no task {self.id} in queue {self.queue}: never enqueued, deleted, "
-                    "or its finished record expired (result_ttl)"
-                )
-            if rec.state == TaskState.DONE:
-                return rec.result  # type: ignore[no-any-return]
-            if rec.state == TaskState.ERROR:
-                error = str(rec.get("error") or "")
-                kind, _, message = error.partition(": ")
-                raise TaskFailed(self.id, kind, message, str(rec.get("traceback") or ""))
-            seen_finish = False
-            while not seen_finish:
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    raise ResultTimeout(f"task {self.id} had not finished after {timeout}s")
-                entries = storage.wait_history(self.queue, after, 8.0 if left is None else left)
+            gone = rec is None and storage.finished_lately(self.queue, self.id) == "done"
+            if wait.settled(rec, gone):
+                return wait.value  # type: ignore[no-any-return]
+            while not wait.finished:
+                entries = storage.wait_history(self.queue, after, wait.left())
                 if not entries:
                     break  # look at the record again now and then (a trimmed stream)
-                after = entries[-1][0]
-                seen_finish = any(
-                    f.get("id") == self.id and f.get("status") in FINISHED for _, f in entries
-                )
+                after = wait.saw(entries)
 
     wait = get  # Celery's and RQ's name for the same
+
+    async def await_result(self, timeout: float | None = None) -> R:
+        """:meth:`get` from a coroutine: blocks only the awaiting coroutine."""
+        from ztq.core.aio import await_result
+
+        return await await_result(self, timeout)  # type: ignore[no-any-return]
 
     @property
     def progress(self) -> Any:
@@ -114,6 +100,53 @@ class TaskHandle(Generic[R]):
 
     def __str__(self) -> str:
         return self.id
+
+
+class Wait:
+    """One wait for a handle's result, shared by :meth:`TaskHandle.get` and its asyncio
+    twin: what a record says, what history entries say, and the time left."""
+
+    def __init__(self, handle: TaskHandle[Any], timeout: float | None) -> None:
+        self.handle, self.timeout = handle, timeout
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+        self.finished = False  # the task's run was seen finishing since the last look
+        self.value: Any = None
+
+    def settled(self, rec: TaskRecord | None, gone_after_done: bool) -> bool:
+        """True when ``rec`` ends the wait (``value`` is the result); raises for a failure
+        or no such task; False while the task is pending."""
+        h = self.handle
+        if rec is None:
+            if self.finished or gone_after_done:  # finished, its record not kept
+                return True
+            raise NotFound(
+                f"no task {h.id} in queue {h.queue}: never enqueued, deleted, "
+                "or its finished record expired (result_ttl)"
+            )
+        if rec.state == TaskState.DONE:
+            self.value = rec.result
+            return True
+        if rec.state == TaskState.ERROR:
+            kind, _, message = str(rec.get("error") or "").partition(": ")
+            raise TaskFailed(h.id, kind, message, str(rec.get("traceback") or ""))
+        self.finished = False
+        return False
+
+    def left(self) -> float:
+        """Seconds to block next (8 at most), or ResultTimeout when time is up."""
+        if self.deadline is None:
+            return 8.0
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise ResultTimeout(f"task {self.handle.id} had not finished after {self.timeout}s")
+        return left
+
+    def saw(self, entries: list[tuple[str, dict[str, str]]]) -> str:
+        """Note whether the task's run finished among ``entries``; the id to read after."""
+        self.finished = any(
+            f.get("id") == self.handle.id and f.get("status") in FINISHED for _, f in entries
+        )
+        return entries[-1][0]
 
 
 def ping(

@@ -104,6 +104,23 @@ class TaskFunction(Generic[P, R]):
         """Send one call with options (see :meth:`prepare`); returns its handle."""
         return self.prepare(args, kwargs, **options).enqueue()
 
+    async def aenqueue(
+        self,
+        args: tuple[Any, ...] | list[Any] = (),
+        kwargs: dict[str, Any] | None = None,
+        **options: Any,
+    ) -> TaskHandle[R]:
+        """:meth:`enqueue` from a coroutine (``redis.asyncio``, the same script)."""
+        from ztq.core.aio import asend
+
+        return await asend(self.prepare(args, kwargs, **options))
+
+    async def adelay(self, *args: P.args, **kwargs: P.kwargs) -> TaskHandle[R]:
+        """:meth:`delay` from a coroutine: never blocks the event loop."""
+        from ztq.core.aio import asend
+
+        return await asend(self.prepare(args, kwargs))
+
     def delay(self, *args: P.args, **kwargs: P.kwargs) -> TaskHandle[R]:
         """Send one call now with the task's default options."""
         return self.prepare(args, kwargs).enqueue()

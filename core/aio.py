@@ -1,0 +1,188 @@
+"""The asyncio producer side: enqueue, ping and wait for results from an event loop.
+
+``await fn.adelay(...)``, ``await fn.aenqueue(args, kwargs, **options)``, ``await
+app.aping(id)`` and ``await handle.await_result(timeout=...)`` talk to Redis through
+``redis.asyncio`` with the same Lua scripts, key layout and middleware as the blocking
+API, so a FastAPI or aiohttp handler never blocks its event loop. Each app keeps its async
+connections apart from its blocking ones (they belong to one event loop each).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from ztq.core import settings
+from ztq.core.errors import ConfigError, ConnectionFailed
+from ztq.core.record import TaskRecord
+from ztq.core.scripts import SCRIPTS
+from ztq.core.states import TaskState
+from ztq.core.storage import MAX_BLOCK, Storage, safe_url
+
+if TYPE_CHECKING:
+    from ztq.core.app import App
+    from ztq.core.calls import TaskCall
+    from ztq.core.handle import TaskHandle
+
+
+def make_async_client(url: str) -> Any:
+    """A ``redis.asyncio`` client for ``url`` (``redis+cluster://`` for a Cluster)."""
+    import redis.asyncio as aioredis
+    from redis.asyncio.cluster import RedisCluster
+
+    common: dict[str, Any] = {"decode_responses": True, "socket_connect_timeout": 2.0,
+                              "socket_timeout": MAX_BLOCK + 2}  # fmt: skip
+    try:
+        if url.startswith("redis+cluster://"):
+            return RedisCluster.from_url("redis://" + url[len("redis+cluster://") :], **common)
+        return aioredis.Redis.from_url(url, **common)
+    except ValueError as exc:
+        raise ConfigError(f"Redis URL {url!r} is not valid: {exc}") from exc
+
+
+class AsyncStorage:
+    """The async twin of :class:`Storage` for what producers do: the same scripts, and the
+    same key lists (built by a client-less :class:`Storage`, the one place keys are made)."""
+
+    def __init__(self, client: Any, *, prefix: str, url: str) -> None:
+        self.client = client
+        self.url = url
+        self.ops = Storage(None, prefix=prefix, url=url)  # builds keys and script args only
+        self.keys = self.ops.keys
+        self._queues: set[str] = set()
+
+    async def _guarded(self, coro: Any) -> Any:
+        try:
+            return await coro
+        except (RedisConnectionError, RedisTimeoutError) as exc:
+            raise ConnectionFailed(f"cannot reach Redis at {safe_url(self.url)}: {exc}") from exc
+
+    async def call(self, name: str, keys: Any, args: Any) -> Any:
+        sha = SCRIPTS.sha[name]
+        try:
+            return await self._guarded(self.client.evalsha(sha, len(keys), *keys, *args))
+        except NoScriptError:
+            await self._guarded(self.client.script_load(SCRIPTS.source[name]))
+            return await self._guarded(self.client.evalsha(sha, len(keys), *keys, *args))
+
+    async def register_queue(self, queue: str) -> None:
+        if queue not in self._queues:
+            await self._guarded(self.client.sadd(self.keys.queues, queue))
+            self._queues.add(queue)
+
+    async def record(self, queue: str, task_id: str) -> TaskRecord | None:
+        raw = await self._guarded(self.client.hget(self.keys.tasks(queue), task_id))
+        return None if raw is None else TaskRecord.from_raw(queue, task_id, raw)
+
+    async def locate(self, task_id: str) -> str | None:
+        for queue in sorted(await self._guarded(self.client.smembers(self.keys.queues))):
+            if await self._guarded(self.client.hexists(self.keys.tasks(queue), task_id)):
+                return str(queue)
+        return None
+
+    async def history_tail(self, queue: str) -> str:
+        last = await self._guarded(
+            self.client.xrevrange(self.keys.history(queue), "+", "-", count=1)
+        )
+        return str(last[0][0]) if last else "0-0"
+
+    async def wait_history(self, queue: str, after: str, timeout: float) -> list[Any]:
+        block = int(min(max(timeout, 0.001), MAX_BLOCK) * 1000)
+        reply = await self._guarded(
+            self.client.xread({self.keys.history(queue): after}, count=500, block=block)
+        )
+        return [(str(i), dict(f)) for _, entries in reply or [] for i, f in entries]
+
+    async def finished_lately(self, queue: str, task_id: str, look: int = 1000) -> str | None:
+        entries = await self._guarded(
+            self.client.xrevrange(self.keys.history(queue), "+", "-", count=look)
+        )
+        return next((str(f.get("status")) for _, f in entries if f.get("id") == task_id), None)
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+
+async def astorage(app: App, name: str = "default") -> AsyncStorage:
+    """The app's async connection ``name`` for the running event loop (made on first use,
+    from the same settings as the blocking one)."""
+    loop = asyncio.get_running_loop()
+    key = (name, id(loop))
+    found = app.async_connections.get(key)
+    if found is None:
+        blocking = app.connections
+        url = blocking.url if name == "default" else None
+        if name != "default" and not blocking.has(name):
+            raise ConfigError(f"no Redis connection named {name!r}: call connect(url, name=...)")
+        if blocking.has(name):  # the same Redis and prefix as the blocking connection
+            storage = blocking.get(name)
+            url, prefix = storage.url, storage.keys.prefix
+        else:
+            resolved = settings.connection(url, blocking.prefix)
+            url, prefix = resolved.redis_url, resolved.prefix
+        found = AsyncStorage(make_async_client(url), prefix=prefix, url=url)
+        app.async_connections[key] = found
+    return found
+
+
+async def asend(call: TaskCall) -> TaskHandle[Any]:
+    """Enqueue one call from a coroutine: the blocking ``send``'s twin (one round trip)."""
+    from ztq.core.enqueue import entry
+    from ztq.core.handle import TaskHandle, app_or_default
+    from ztq.core.transaction import current_buffer
+
+    app = app_or_default(call.app)
+    call = app.middleware.before_enqueue(app, call)
+    if current_buffer(app) is not None:
+        raise ConfigError(
+            "adelay/aenqueue inside a transaction: the block writes its tasks when it exits, "
+            "blocking; use delay() there, or enqueue outside the block"
+        )
+    storage = await astorage(app, call.connection)
+    await storage.register_queue(call.queue)
+    task_id = call.resolve_id()
+    name, keys, args = storage.ops.enqueue_op(call.queue, [entry(call, task_id)])
+    returned_id, outcome = await storage.call(name, keys, args)
+    handle: TaskHandle[Any] = TaskHandle(
+        str(returned_id), call.queue, call.connection, str(outcome), app
+    )
+    app.middleware.notify("after_enqueue", app, call, handle)
+    return handle
+
+
+async def aping(
+    app: App, task: Any, queue: str | None = None, *, connection: str = "default"
+) -> str:
+    """The state of a task, from a coroutine (see :func:`ztq.core.handle.ping`)."""
+    task_id = getattr(task, "id", task)
+    queue = queue or getattr(task, "queue", None)
+    storage = await astorage(app, connection)
+    queue = queue or await storage.locate(task_id)
+    if queue is None:
+        return TaskState.NONE.value
+    rec = await storage.record(queue, task_id)
+    return TaskState.NONE.value if rec is None else rec.state.value
+
+
+async def await_result(handle: TaskHandle[Any], timeout: float | None = None) -> Any:
+    """:meth:`TaskHandle.get` for coroutines: the same results and errors, blocking only the
+    awaiting coroutine (XREAD BLOCK on its own connection)."""
+    from ztq.core.handle import Wait, app_or_default
+
+    storage = await astorage(app_or_default(handle.app), handle.connection)
+    wait = Wait(handle, timeout)
+    after = await storage.history_tail(handle.queue)
+    while True:
+        rec = await storage.record(handle.queue, handle.id)
+        gone = rec is None and await storage.finished_lately(handle.queue, handle.id) == "done"
+        if wait.settled(rec, gone):
+            return wait.value
+        while not wait.finished:
+            entries = await storage.wait_history(handle.queue, after, wait.left())
+            if not entries:
+                break
+            after = wait.saw(entries)
