@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import os
+import signal
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -16,6 +19,17 @@ from ztq.worker.worker import Worker
 
 _numbers = itertools.count()
 FAST = {"lease": 2.0, "heartbeat": 0.2, "idle_wait": 0.2, "retry_backoff": 0.05, "grace": 5.0}
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM a worker process (a graceful stop), SIGKILL it if it is still there after 10 s."""
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(10)
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, every: float = 0.02) -> Any:

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import threading
@@ -14,7 +12,7 @@ import pytest
 import redis
 
 from tests import app_tasks
-from tests.worker.conftest import FAST, wait_for
+from tests.worker.conftest import FAST, stop_process, wait_for
 from ztq.core import App
 from ztq.worker.cli import main
 from ztq.worker.config import ThreadSpec, WorkerConfig
@@ -89,13 +87,7 @@ def test_ztq_worker_app_serves_that_app_with_its_prefix(redis_url: str, tmp_path
         finally:
             client.close()
     finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(10)
+        stop_process(proc)
         out.close()
         app_tasks.app.disconnect_all()
 

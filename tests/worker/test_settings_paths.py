@@ -7,7 +7,6 @@ worker and a console started with the same environment looked at different keys.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,7 +18,7 @@ from pyramid.paster import get_appsettings
 
 import ztq.core as ztq
 from tests import sample_tasks as t
-from tests.worker.conftest import wait_for
+from tests.worker.conftest import stop_process, wait_for
 from ztq.console.config import load
 from ztq.core import settings
 from ztq.core.passwords import hash_password
@@ -73,13 +72,7 @@ def spawned(tmp_path: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
     procs: list[subprocess.Popen[bytes]] = []
     yield procs
     for proc in procs:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(10)
+        stop_process(proc)
 
 
 def test_a_worker_process_and_a_client_share_the_prefix_from_the_environment(
