@@ -121,6 +121,11 @@ class TaskFunction(Generic[P, R]):
 
         return await asend(self.prepare(args, kwargs))
 
+    def handle(self, task_id: str) -> TaskHandle[R]:
+        """The handle of a task of this function from its id (its queue, connection and
+        app), e.g. in a later request; ``outcome`` is '' (no enqueue made it)."""
+        return TaskHandle(task_id, self.queue, self.connection, "", self.app)
+
     def delay(self, *args: P.args, **kwargs: P.kwargs) -> TaskHandle[R]:
         """Send one call now with the task's default options."""
         return self.prepare(args, kwargs).enqueue()
