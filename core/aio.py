@@ -21,7 +21,15 @@ from ztq.core.errors import ConfigError, ConnectionFailed
 from ztq.core.record import TaskRecord
 from ztq.core.scripts import SCRIPTS
 from ztq.core.states import TaskState
-from ztq.core.storage import MAX_BLOCK, Storage, safe_url
+from ztq.core.storage import (
+    MAX_BLOCK,
+    Storage,
+    block_ms,
+    latest_status,
+    read_entries,
+    safe_url,
+    tail_id,
+)
 
 if TYPE_CHECKING:
     from ztq.core.app import App
@@ -85,23 +93,18 @@ class AsyncStorage:
         return None
 
     async def history_tail(self, queue: str) -> str:
-        last = await self._guarded(
-            self.client.xrevrange(self.keys.history(queue), "+", "-", count=1)
-        )
-        return str(last[0][0]) if last else "0-0"
+        key = self.keys.history(queue)
+        return tail_id(await self._guarded(self.client.xrevrange(key, "+", "-", count=1)))
 
     async def wait_history(self, queue: str, after: str, timeout: float) -> list[Any]:
-        block = int(min(max(timeout, 0.001), MAX_BLOCK) * 1000)
-        reply = await self._guarded(
-            self.client.xread({self.keys.history(queue): after}, count=500, block=block)
-        )
-        return [(str(i), dict(f)) for _, entries in reply or [] for i, f in entries]
+        key = self.keys.history(queue)
+        read = self.client.xread({key: after}, count=500, block=block_ms(timeout))
+        return read_entries(await self._guarded(read))
 
     async def finished_lately(self, queue: str, task_id: str, look: int = 1000) -> str | None:
-        entries = await self._guarded(
-            self.client.xrevrange(self.keys.history(queue), "+", "-", count=look)
-        )
-        return next((str(f.get("status")) for _, f in entries if f.get("id") == task_id), None)
+        key = self.keys.history(queue)
+        entries = await self._guarded(self.client.xrevrange(key, "+", "-", count=look))
+        return latest_status(entries, task_id)
 
     async def close(self) -> None:
         await self.client.aclose()

@@ -22,9 +22,6 @@ from ztq.core import settings
 from ztq.core.errors import ConfigError
 from ztq.core.storage import Storage
 
-DEFAULT_URL = settings.BY_NAME["redis_url"].default
-ENV_URL = settings.BY_NAME["redis_url"].env
-ENV_PREFIX = settings.BY_NAME["prefix"].env
 SOCKET_TIMEOUT = 10.0
 
 

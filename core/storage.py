@@ -429,15 +429,14 @@ class Storage:
         """The id of the queue's newest history entry ('0-0' when there is none): where a
         waiter starts reading, taken before it looks at the record (no lost wake-up)."""
         with self.guard():
-            last = self.client.xrevrange(self.keys.history(queue), "+", "-", count=1)
-        return str(last[0][0]) if last else "0-0"
+            return tail_id(self.client.xrevrange(self.keys.history(queue), "+", "-", count=1))
 
     def finished_lately(self, queue: str, task_id: str, look: int = 1000) -> str | None:
         """The status of ``task_id``'s latest run among the queue's last ``look`` finished
         runs ('done', 'failed', 'retry'), or None: for a task whose record is gone."""
         with self.guard():
             entries = self.client.xrevrange(self.keys.history(queue), "+", "-", count=look)
-        return next((str(f.get("status")) for _, f in entries if f.get("id") == task_id), None)
+        return latest_status(entries, task_id)
 
     def wait_history(
         self, queue: str, after: str, timeout: float
@@ -445,10 +444,11 @@ class Storage:
         """Block until runs of ``queue`` finish after entry ``after`` (or ``timeout`` passes);
         returns those entries. Every ack and failure writes one, so waiting costs the
         workers nothing."""
-        block = int(min(max(timeout, 0.001), MAX_BLOCK) * 1000)
         with self.guard():
-            reply = self.client.xread({self.keys.history(queue): after}, count=500, block=block)
-        return [(str(i), dict(f)) for _, entries in reply or [] for i, f in entries]
+            reply = self.client.xread(
+                {self.keys.history(queue): after}, count=500, block=block_ms(timeout)
+            )
+        return read_entries(reply)
 
     # -- reading -----------------------------------------------------------------------------
     def record(self, queue: str, task_id: str) -> TaskRecord | None:
@@ -480,6 +480,24 @@ class Storage:
             if hit:
                 return q
         return None
+
+
+# -- replies of the history stream, shared with the asyncio twin (ztq.core.aio) -------------
+def block_ms(timeout: float) -> int:
+    """A blocking read's timeout in ms, kept below the client's socket timeout."""
+    return int(min(max(timeout, 0.001), MAX_BLOCK) * 1000)
+
+
+def tail_id(reply: Sequence[Any]) -> str:
+    return str(reply[0][0]) if reply else "0-0"
+
+
+def latest_status(entries: Sequence[Any], task_id: str) -> str | None:
+    return next((str(f.get("status")) for _, f in entries if f.get("id") == task_id), None)
+
+
+def read_entries(reply: Any) -> list[tuple[str, dict[str, str]]]:
+    return [(str(i), dict(f)) for _, entries in reply or [] for i, f in entries]
 
 
 def dumps(value: Any) -> str:

@@ -32,8 +32,6 @@ from ztq.core.errors import ConfigError, InvalidName
 from ztq.core.keys import check_queue
 from ztq.core.settings import NAME
 
-ENV_URL = settings.BY_NAME["redis_url"].env
-
 
 @dataclass(frozen=True)
 class ThreadSpec:
