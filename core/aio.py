@@ -10,6 +10,7 @@ connections apart from its blocking ones (they belong to one event loop each).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -19,7 +20,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from ztq.core import settings
 from ztq.core.errors import ConfigError, ConnectionFailed
 from ztq.core.record import TaskRecord
-from ztq.core.scripts import SCRIPTS
+from ztq.core.scripts import SCRIPTS, Op
 from ztq.core.states import TaskState
 from ztq.core.storage import (
     MAX_BLOCK,
@@ -37,8 +38,15 @@ if TYPE_CHECKING:
     from ztq.core.handle import TaskHandle
 
 
-def make_async_client(url: str) -> Any:
-    """A ``redis.asyncio`` client for ``url`` (``redis+cluster://`` for a Cluster)."""
+def _is_cluster(client: Any) -> bool:
+    from redis.asyncio.cluster import RedisCluster
+
+    return isinstance(client, RedisCluster)
+
+
+def make_async_client(url: str, *, cluster: bool = False) -> Any:
+    """A ``redis.asyncio`` client for ``url`` (``redis+cluster://``, or ``cluster=True``,
+    for a Cluster)."""
     import redis.asyncio as aioredis
     from redis.asyncio.cluster import RedisCluster
 
@@ -47,6 +55,8 @@ def make_async_client(url: str) -> Any:
     try:
         if url.startswith("redis+cluster://"):
             return RedisCluster.from_url("redis://" + url[len("redis+cluster://") :], **common)
+        if cluster:
+            return RedisCluster.from_url(url, **common)
         return aioredis.Redis.from_url(url, **common)
     except ValueError as exc:
         raise ConfigError(f"Redis URL {url!r} is not valid: {exc}") from exc
@@ -60,6 +70,7 @@ class AsyncStorage:
         self.client = client
         self.url = url
         self.ops = Storage(None, prefix=prefix, url=url)  # builds keys and script args only
+        self.ops.is_cluster = _is_cluster(client)
         self.keys = self.ops.keys
         self._queues: set[str] = set()
 
@@ -76,6 +87,25 @@ class AsyncStorage:
         except NoScriptError:
             await self._guarded(self.client.script_load(SCRIPTS.source[name]))
             return await self._guarded(self.client.evalsha(sha, len(keys), *keys, *args))
+
+    async def execute(self, ops: Sequence[Op]) -> list[Any]:
+        """Several scripts in one round trip (the ops built by ``self.ops``, as for
+        :meth:`Storage.execute`)."""
+        return await self._guarded(SCRIPTS.acall_many(self.client, ops))
+
+    async def wait(self, queues: Sequence[str], timeout: float) -> bool:
+        """:meth:`Storage.wait` for ready tasks, blocking only the awaiting coroutine."""
+        keys = self.ops.wait_keys(queues)
+        timeout = min(max(timeout, 0.001), MAX_BLOCK)
+        return await self._guarded(self.client.blpop(keys, timeout=timeout)) is not None
+
+    async def set_run_info(
+        self, queue: str, task_id: str, token: int, worker: str, field: str, value: str
+    ) -> bool:
+        """:meth:`Storage.set_run_info` from a coroutine."""
+        return bool(
+            await self.call(*self.ops.run_info_op(queue, task_id, token, worker, field, value))
+        )
 
     async def register_queue(self, queue: str) -> None:
         if queue not in self._queues:

@@ -57,6 +57,8 @@ class TaskFunction(Generic[P, R]):
         self.unique = unique
         self.batch_size = batch_size
         self.on_batch = on_batch
+        # an async def runs on an async pool's event loop; a plain def in a thread or process
+        self.is_async = is_coroutine_function(fn)
         functools.update_wrapper(self, fn)  # type: ignore[arg-type]
 
     @functools.cached_property
@@ -203,28 +205,31 @@ class Registry:
             return dict(self._tasks)
 
 
+def is_coroutine_function(f: Callable[..., Any]) -> bool:
+    """``async def``, or a callable whose ``__call__`` is one: its call returns a coroutine."""
+    target = f if inspect.isfunction(f) or inspect.ismethod(f) else type(f).__call__
+    return inspect.iscoroutinefunction(f) or inspect.iscoroutinefunction(target)
+
+
 def check_runnable(f: Callable[..., Any], name: str) -> None:
     """Refuse functions whose call does not run their body: the worker would count them done.
 
-    ``async def`` (coroutine and async generator functions) and generator functions return
-    an object instead of doing their work; a thread-pool worker cannot drive them.
+    Generator and async generator functions return an iterator instead of doing their work,
+    and nothing in a worker iterates it. ``async def`` functions are tasks of async pools
+    (``--queue crawl:200:async``), see docs/asyncio.md.
     """
     if not callable(f):
         raise InvalidOption(f"task {name!r}: {f!r} is not callable")
-    # an instance with an async __call__ is a callable whose call returns a coroutine
     target = f if inspect.isfunction(f) or inspect.ismethod(f) else type(f).__call__
-    if inspect.iscoroutinefunction(f) or inspect.iscoroutinefunction(target):
-        kind = "an async def (coroutine) function"
-    elif inspect.isasyncgenfunction(f) or inspect.isasyncgenfunction(target):
+    if inspect.isasyncgenfunction(f) or inspect.isasyncgenfunction(target):
         kind = "an async generator function"
     elif inspect.isgeneratorfunction(f) or inspect.isgeneratorfunction(target):
         kind = "a generator function (its body runs only when iterated)"
     else:
         return
     raise UnsupportedTask(
-        f"task {name!r} is {kind}: ztq workers run plain functions in threads, and calling it "
-        "would not run its body; make it a plain def (e.g. wrap the coroutine with "
-        "asyncio.run, or return a list)"
+        f"task {name!r} is {kind}: calling it would not run its body, and a worker never "
+        "iterates what a task returns; make it a plain def or an async def that returns a list"
     )
 
 

@@ -83,5 +83,23 @@ class Scripts:
                 self.load_all(client)
         raise AssertionError("unreachable")
 
+    async def acall_many(self, client: Any, ops: Sequence[Op]) -> list[Any]:
+        """:meth:`call_many` on a ``redis.asyncio`` client (the async worker pool's path)."""
+        if not ops:
+            return []
+        for attempt in (1, 2):
+            pipe = client.pipeline(transaction=False)
+            for name, keys, args in ops:
+                pipe.execute_command("EVALSHA", self.sha[name], len(keys), *keys, *args)
+            try:
+                return list(await pipe.execute())
+            except ResponseError as exc:
+                missing = isinstance(exc, NoScriptError) or "NOSCRIPT" in str(exc)
+                if attempt == 2 or not missing:
+                    raise
+                for src in self.source.values():
+                    await client.script_load(src)
+        raise AssertionError("unreachable")
+
 
 SCRIPTS = Scripts()

@@ -343,10 +343,14 @@ class Storage:
     ) -> bool:
         """Store progress / comment / pid of a running task; False (nothing stored) when
         this run (``token``, ``worker``) does not hold the task's lease any more."""
+        return bool(self.call(*self.run_info_op(queue, task_id, token, worker, field, value)))
+
+    def run_info_op(
+        self, queue: str, task_id: str, token: int, worker: str, field: str, value: str
+    ) -> Op:
         if field not in ("progress", "comment", "pid"):
             raise ValueError(f"unknown run info field {field!r}")
-        args = [task_id, token, worker, field, value]
-        return bool(self.call("progress", [self.keys.tasks(queue)], args))
+        return ("progress", [self.keys.tasks(queue)], [task_id, token, worker, field, value])
 
     def reap(self, queue: str, max_lost: int, limit: int = 100) -> Reaped:
         """Return expired leases to ready (or errors); say when the next lease expires."""
@@ -379,13 +383,15 @@ class Storage:
         ``hz 10``), so callers that need a precise instant wait for it on the client. On
         Cluster only the first queue's list is watched, as BLPOP cannot span slots.
         """
-        name = self.keys.schedule if schedule else self.keys.wake
-        keys = [name(q) for q in queues]
-        if self.is_cluster:
-            keys = keys[:1]
         timeout = min(max(timeout, 0.001), MAX_BLOCK)
         with self.guard():
-            return self.client.blpop(keys, timeout=timeout) is not None
+            return self.client.blpop(self.wait_keys(queues, schedule), timeout=timeout) is not None
+
+    def wait_keys(self, queues: Sequence[str], schedule: bool = False) -> list[str]:
+        """The lists :meth:`wait` blocks on (on Cluster the first only: one slot per BLPOP)."""
+        name = self.keys.schedule if schedule else self.keys.wake
+        keys = [name(q) for q in queues]
+        return keys[:1] if self.is_cluster else keys
 
     # -- operator moves ----------------------------------------------------------------------
     def requeue(self, queue: str, state: str, ids: Sequence[str] = (), *, oldest: int = 0) -> int:

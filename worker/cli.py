@@ -16,7 +16,7 @@ from ztq.worker.config import ThreadSpec, load_config, parse_queue_entry
 
 
 def _queue_flag(value: str, default_pool: str = "thread") -> list[ThreadSpec]:
-    """``mail`` / ``mail:2`` / ``pdf:1:process``."""
+    """``mail`` / ``mail:2`` / ``pdf:1:process`` / ``crawl:200:async``."""
     name, _, rest = value.partition(":")
     count, _, pool = rest.partition(":")
     return parse_queue_entry(name, f"{count or 1} {pool or default_pool}", "--queue: ")
@@ -38,7 +38,10 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--app", help="the ztq.core.App to serve, as module:attribute")
     w.add_argument("--redis", help="Redis URL (overrides ZTQ_REDIS_URL and the file)")
     w.add_argument(
-        "--queue", action="append", default=[], help="NAME[:THREADS[:process]], repeatable"
+        "--queue",
+        action="append",
+        default=[],
+        help="NAME[:N[:thread|process|async]], repeatable (async: N tasks on one event loop)",
     )
     w.add_argument(
         "--import",
@@ -49,9 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     w.add_argument(
         "--pool",
-        choices=["thread", "process"],
+        choices=["thread", "process", "async"],
         default="thread",
-        help="how --queue entries without :thread/:process run tasks",
+        help="how --queue entries without :thread/:process/:async run tasks",
     )
     w.add_argument("--name", help="worker name shown in the console")
     w.add_argument("--prefix", help="Redis key prefix")

@@ -16,6 +16,7 @@ ini > default. The ini may be the console's ``app.ini``: the worker then reads
     [queues]
     default = 2                   ; two threads for queue "default"
     pdf = 1 process               ; one killable process slot
+    crawl = 200 async             ; one event loop running up to 200 async def tasks
     fast = urgent, default        ; one thread named "fast" watching urgent, then default
 """
 
@@ -39,7 +40,8 @@ class ThreadSpec:
 
     name: str
     queues: tuple[str, ...]
-    pool: str = "thread"  # or "process": a killable child process slot
+    pool: str = "thread"  # "process": a killable child process slot; "async": an event loop
+    concurrency: int = 1  # tasks in flight at once (an async pool's coroutines)
 
 
 @dataclass(frozen=True)
@@ -84,11 +86,18 @@ class WorkerConfig:
 FIELD = {"modules": "imports"}
 
 
+POOLS = ("thread", "process", "async")
+MAX_THREADS = 256
+MAX_ASYNC = 10_000  # coroutines of one async pool
+
+
 def parse_queue_entry(key: str, value: str, where: str = "") -> list[ThreadSpec]:
-    """``default = 2`` / ``pdf = 1 process`` / ``fast = urgent, default`` → thread specs."""
+    """``default = 2`` / ``pdf = 1 process`` / ``crawl = 200 async`` / ``fast = urgent,
+    default`` → executor specs. ``N async`` is one thread running up to N ``async def``
+    tasks at once on its event loop."""
     words = value.replace(",", " ").split()
     pool = "thread"
-    if words and words[-1] in ("thread", "process"):
+    if words and words[-1] in POOLS:
         pool = words.pop()
     if not words:
         raise ConfigError(f"{where}queue entry {key!r} has no value")
@@ -96,13 +105,26 @@ def parse_queue_entry(key: str, value: str, where: str = "") -> list[ThreadSpec]
         if len(words) == 1 and words[0].isdigit():
             count = int(words[0])
             check_queue(key)
-            if count < 0 or count > 256:
-                raise ConfigError(f"{where}thread count for {key!r} must be 0-256, not {count}")
+            if pool == "async":
+                if count > MAX_ASYNC:
+                    raise ConfigError(
+                        f"{where}async tasks for {key!r} must be 0-{MAX_ASYNC}, not {count}"
+                    )
+                return [ThreadSpec(f"{key}-0", (key,), pool, count)] if count else []
+            if count > MAX_THREADS:
+                raise ConfigError(
+                    f"{where}thread count for {key!r} must be 0-{MAX_THREADS}, not {count}"
+                )
             return [ThreadSpec(f"{key}-{i}", (key,), pool) for i in range(count)]
         for q in words:
             check_queue(q)
         if not NAME.match(key):
             raise ConfigError(f"{where}thread name {key!r} is not allowed")
+        if pool == "async":
+            raise ConfigError(
+                f"{where}an async pool serves one queue, with a number of tasks: "
+                f"'{words[0]} = 100 async', not {key!r} = {value!r}"
+            )
         return [ThreadSpec(key, tuple(words), pool)]
     except InvalidName as exc:
         raise ConfigError(f"{where}{exc}") from exc

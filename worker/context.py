@@ -3,7 +3,8 @@
 ``report_progress(**data)`` stores the data on the task record (the console shows it) and
 enqueues the task's ``on_progress`` callback with ``progress=data``. ``report_job(pid=...,
 comment=...)`` publishes a child process the task runs, so an operator can kill it.
-Outside a worker both are no-ops, so task functions stay callable inline.
+``async def`` tasks await ``areport_progress`` / ``areport_job``, which do not block the
+event loop. Outside a worker all are no-ops, so task functions stay callable inline.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class RunContext:
     comment: str = ""
     app: App | None = None  # whose middleware hears of the progress (None: the default app)
     attempt: int = 1  # the run's number in its series (failures before it + 1), for logs
+    astorage: Any = None  # an async pool's AsyncStorage: what areport_* write through
 
 
 _current: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar(
@@ -62,10 +64,52 @@ def report_progress(**data: Any) -> bool:
     ctx = _current.get()
     if ctx is None:
         return False
-    text = json.dumps(data, separators=(",", ":"), default=str)
-    stored = ctx.storage.set_run_info(
-        ctx.queue, ctx.task_id, ctx.token, ctx.worker, "progress", text
-    )
+    field, value = _progress(data)
+    return _progressed(ctx, data, ctx.storage.set_run_info(*_where(ctx), field, value))
+
+
+async def areport_progress(**data: Any) -> bool:
+    """:func:`report_progress` for ``async def`` tasks: the write does not block the loop."""
+    ctx = _current.get()
+    if ctx is None:
+        return False
+    field, value = _progress(data)
+    if ctx.astorage is None:  # an async task run by a drain or a process slot: its own loop
+        stored = ctx.storage.set_run_info(*_where(ctx), field, value)
+    else:
+        stored = await ctx.astorage.set_run_info(*_where(ctx), field, value)
+    return _progressed(ctx, data, stored)
+
+
+def report_job(pid: int | None = None, comment: str | None = None) -> bool:
+    """Publish the pid of a child process the task runs (so it can be killed) and/or a comment."""
+    ctx = _current.get()
+    if ctx is None:
+        return False
+    return all([ctx.storage.set_run_info(*_where(ctx), f, v) for f, v in _job(ctx, pid, comment)])
+
+
+async def areport_job(pid: int | None = None, comment: str | None = None) -> bool:
+    """:func:`report_job` for ``async def`` tasks (e.g. the pid of an
+    ``asyncio.create_subprocess_exec`` child)."""
+    ctx = _current.get()
+    if ctx is None:
+        return False
+    if ctx.astorage is None:
+        return report_job(pid, comment)
+    writes = _job(ctx, pid, comment)
+    return all([await ctx.astorage.set_run_info(*_where(ctx), f, v) for f, v in writes])
+
+
+def _where(ctx: RunContext) -> tuple[str, str, int, str]:
+    return ctx.queue, ctx.task_id, ctx.token, ctx.worker
+
+
+def _progress(data: dict[str, Any]) -> tuple[str, str]:
+    return "progress", json.dumps(data, separators=(",", ":"), default=str)
+
+
+def _progressed(ctx: RunContext, data: dict[str, Any], stored: bool) -> bool:
     if stored:
         try:
             app_or_default(ctx.app).middleware.notify("on_progress", ctx, data)
@@ -74,26 +118,15 @@ def report_progress(**data: Any) -> bool:
     return stored
 
 
-def report_job(pid: int | None = None, comment: str | None = None) -> bool:
-    """Publish the pid of a child process the task runs (so it can be killed) and/or a comment."""
-    ctx = _current.get()
-    if ctx is None:
-        return False
-    ok = True
+def _job(ctx: RunContext, pid: int | None, comment: str | None) -> list[tuple[str, str]]:
+    """The run-info writes of report_job, checked; keeps them on ``ctx`` for the heartbeat."""
+    writes: list[tuple[str, str]] = []
     if pid is not None:
         if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 1:
             raise ValueError(f"pid must be an int > 1, not {pid!r}")
         ctx.child_pid = pid
-        ok = (
-            ctx.storage.set_run_info(ctx.queue, ctx.task_id, ctx.token, ctx.worker, "pid", str(pid))
-            and ok
-        )
+        writes.append(("pid", str(pid)))
     if comment is not None:
         ctx.comment = str(comment)[:500]
-        ok = (
-            ctx.storage.set_run_info(
-                ctx.queue, ctx.task_id, ctx.token, ctx.worker, "comment", ctx.comment
-            )
-            and ok
-        )
-    return ok
+        writes.append(("comment", ctx.comment))
+    return writes

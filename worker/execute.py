@@ -5,11 +5,14 @@ Nothing here talks to Redis except through the task's own reports (``worker.cont
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import ctypes
 import inspect
 import json
 import threading
 import traceback as tb
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ztq.core.errors import PayloadError, Retry, SerializationError, UnknownTask, UnsupportedTask
@@ -128,6 +131,52 @@ class Interruptible:
             self.active, self.run = False, None
 
 
+def pool_mismatch(tf: Any, pool: str, queue: str) -> Outcome | None:
+    """The failure of a task its pool cannot run: an ``async def`` under a thread pool, a
+    plain function under an async pool. Permanent: the task waits in the error list, whole,
+    until its queue is served by the right pool and an operator redoes it."""
+    if tf.is_async and pool == "thread":
+        why = (
+            f"task {tf.name!r} is an async def and queue {queue!r} is served by a thread pool; "
+            f"serve it with an async pool (--queue {queue}:100:async, or '{queue} = 100 async' "
+            "in [queues]), then redo it"
+        )
+    elif not tf.is_async and pool == "async":
+        why = (
+            f"task {tf.name!r} is a plain function and queue {queue!r} is served by an async "
+            f"pool, whose event loop it would block; make it an async def, or serve {queue!r} "
+            "with threads, then redo it"
+        )
+    else:
+        return None
+    return _failure(tf.name, UnsupportedTask(why), permanent=True)
+
+
+def run_blocking(coro: Any) -> Any:
+    """Run a coroutine to its end from blocking code (a process slot, ``Worker.drain``, eager
+    mode): on a fresh event loop here, or in a helper thread when this thread runs a loop
+    already (a test written with asyncio). The task context (``current_run``) goes along."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    ctx = contextvars.copy_context()
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = ctx.run(asyncio.run, coro)
+        except BaseException as exc:  # handed to the caller's thread as is
+            box["error"] = exc
+
+    helper = threading.Thread(target=target, name="ztq-run-coroutine")
+    helper.start()
+    helper.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
 def call(
     tf: Any,
     args: list[Any],
@@ -135,7 +184,9 @@ def call(
     guard: Interruptible | None = None,
     run: object = None,
 ) -> Outcome:
-    """Call a checked task function and classify the result.
+    """Call a checked task function and classify the result. An ``async def`` runs to its
+    end on a private event loop (process slots, drain and eager mode; thread pools refuse
+    them first, see :func:`pool_mismatch`).
 
     An interrupt that arrives just after the function returned is still caught here (the
     outer ``try``), so it never escapes into the executor's own code.
@@ -145,33 +196,69 @@ def call(
             guard.enter(run)
         try:
             value = tf.fn(*args, **kwargs)
+            if tf.is_async:
+                value = run_blocking(value)
         finally:
             if guard is not None:
                 guard.leave()
     except Retry as exc:
-        out = _failure(tf.name, exc)
-        out.retry_delay = exc.delay if exc.delay is not None else -1.0
-        return out
+        return _retry(tf.name, exc)
     except (Exception, Killed) as exc:
         return _failure(tf.name, exc)
+    try:
+        return _returned(tf.name, value)
+    except (SoftTimeout, Killed) as exc:  # pragma: no cover - a late interrupt
+        return _failure(tf.name, exc)
+
+
+async def acall(
+    tf: Any,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    interrupted: Callable[[], BaseException | None],
+) -> Outcome:
+    """Await an ``async def`` task and classify the result, as :func:`call` does. A
+    cancellation the pool asked for (``interrupted()`` says why: :class:`SoftTimeout`,
+    :class:`Killed`) is the run's failure; any other cancellation goes on up."""
+    try:
+        value = await tf.fn(*args, **kwargs)
+    except Retry as exc:
+        return _retry(tf.name, exc)
+    except asyncio.CancelledError as exc:
+        why = interrupted()
+        if why is None:
+            raise
+        why.__cause__ = exc
+        return _failure(tf.name, why)
+    except Exception as exc:
+        return _failure(tf.name, exc)
+    return _returned(tf.name, value)
+
+
+def _retry(task: str, exc: Retry) -> Outcome:
+    out = _failure(task, exc)
+    out.retry_delay = exc.delay if exc.delay is not None else -1.0
+    return out
+
+
+def _returned(task: str, value: Any) -> Outcome:
+    """The outcome of a run that returned ``value``."""
     if not_run(value):
         # registration refuses such functions; this catches one that slipped through (a
         # plain function returning a coroutine): it did not do its work, so it is no success
         return _failure(
-            tf.name,
+            task,
             UnsupportedTask(
-                f"task {tf.name!r} returned {type(value).__name__} instead of running its "
+                f"task {task!r} returned {type(value).__name__} instead of running its "
                 "work (an async or generator body); nothing was run"
             ),
             permanent=True,
         )
     try:
-        return Outcome(ok=True, task=tf.name, result=encode_result(value))
+        return Outcome(ok=True, task=task, result=encode_result(value))
     except (TypeError, ValueError) as exc:  # it ran, but what it returned cannot be kept
         error = SerializationError(
-            f"task {tf.name!r} returned {type(value).__name__}, which JSON cannot encode "
+            f"task {task!r} returned {type(value).__name__}, which JSON cannot encode "
             f"(ztq never pickles): {exc}; return JSON types (dict, list, str, numbers, None)"
         )
-        return _failure(tf.name, error, permanent=True)  # the same code returns the same type
-    except (SoftTimeout, Killed) as exc:  # pragma: no cover - a late interrupt
-        return _failure(tf.name, exc)
+        return _failure(task, error, permanent=True)  # the same code returns the same type

@@ -21,7 +21,7 @@ from ztq.core.scripts import Op
 from ztq.core.storage import Finished, Leased
 from ztq.worker.config import ThreadSpec
 from ztq.worker.context import RunContext, reset_current, set_current
-from ztq.worker.execute import Interruptible, Killed, SoftTimeout, call, prepare
+from ztq.worker.execute import Interruptible, Killed, SoftTimeout, call, pool_mismatch, prepare
 from ztq.worker.process_slot import ProcessSlot, SlotTask
 
 if TYPE_CHECKING:
@@ -45,19 +45,193 @@ class Running:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-class Executor(threading.Thread):
+@dataclass
+class Batch:
+    """Acks and failures of runs that ended, written with the next fetch."""
+
+    acks: dict[str, list[Finished]] = field(default_factory=dict)  # queue -> successes
+    fails: list[Op] = field(default_factory=list)
+    settled: list[tuple[str, str]] = field(default_factory=list)  # (queue, id) of both
+
+
+class BaseExecutor(threading.Thread):
+    """What every pool does around a run: look the payload up, call the middleware, and
+    keep the acks and failures to send with the next fetch (one round trip per batch)."""
+
     def __init__(self, worker: Worker, spec: ThreadSpec) -> None:
         super().__init__(name=f"ztq-{spec.name}", daemon=True)
         self.worker = worker
         self.spec = spec
         self.storage = worker.storage
         self.cfg = worker.cfg
-        self.retired = threading.Event()  # set: finish the current task, then exit
+        self.retired = threading.Event()  # set: finish the current task(s), then exit
         self.held: dict[tuple[str, str], int] = {}  # (queue, id) -> token, for lease renewal
+        self.pending = Batch()  # what the runs that ended here wait to write
+        self.sending = Batch()  # what is on its way to Redis
+        self.idle = False
+        self.done_count = 0
+        self.failed_count = 0
+
+    @property
+    def capacity(self) -> int:
+        """How many tasks this executor runs at once (the heartbeat's thread count)."""
+        return 1
+
+    def should_exit(self) -> bool:
+        return self.retired.is_set() or self.worker.stopping.is_set()
+
+    def busy(self) -> bool:
+        """A task is running here now."""
+        raise NotImplementedError
+
+    def describe_runs(self) -> dict[str, dict[str, Any]]:
+        """The running tasks for the heartbeat, by the name an operator kills them with."""
+        raise NotImplementedError
+
+    def kill(self, thread: str, task_id: str) -> bool:
+        """Interrupt the run of ``task_id`` shown as ``thread``; False if it is not here."""
+        raise NotImplementedError
+
+    def wake(self) -> None:
+        """The worker is stopping (or pausing): look at its flags now, if waiting allows."""
+
+    def abandon(self) -> None:
+        """The grace period ran out and this executor's leases were handed back: stop what
+        still runs if that can be done (a process slot's child, an event loop's tasks)."""
+
+    # -- batches -----------------------------------------------------------------------------
+    def write_ops(self) -> list[Op]:
+        """The acks (one call per queue and result TTL) and failures waiting to be sent. They
+        move to ``sending`` until :meth:`written` (or :meth:`unsent`): runs that end while
+        they travel (an async pool's) start the next batch."""
+        batch = self.sending = self.pending  # seen as settling all along (renew_leases)
+        self.pending = Batch()
+        ops: list[Op] = []
+        default_ttl = int(self.cfg.result_ttl * 1000)
+        for queue, items in batch.acks.items():
+            by_ttl: dict[int, list[Finished]] = {}  # one ack call per result TTL in the batch
+            for it in items:
+                by_ttl.setdefault(default_ttl if it.ttl_ms is None else it.ttl_ms, []).append(it)
+            for ttl, group in by_ttl.items():
+                ops.append(
+                    self.storage.ack_op(
+                        queue,
+                        self.worker.id,
+                        group,
+                        result_ttl_ms=ttl,
+                        history_maxlen=self.cfg.history_maxlen,
+                    )
+                )
+        return ops + batch.fails
+
+    def written(self, replies: list[Any]) -> None:
+        """The ops of :meth:`write_ops` were sent and answered (``replies``, in order)."""
+        batch = self.sending
+        for reply in replies[: len(replies) - len(batch.fails)]:
+            for task_id in reply:
+                log.warning("ack of %s refused: its lease expired and it was handed on", task_id)
+        for key in batch.settled:
+            self.held.pop(key, None)
+        self.sending = Batch()
+
+    def unsent(self) -> None:
+        """Sending failed (Redis unreachable): keep the batch for the next round trip."""
+        batch, self.sending = self.sending, Batch()
+        for queue, items in self.pending.acks.items():
+            batch.acks.setdefault(queue, []).extend(items)
+        batch.fails += self.pending.fails
+        batch.settled += self.pending.settled
+        self.pending = batch
+
+    def settling(self, key: tuple[str, str]) -> bool:
+        """The run of ``key`` (queue, id) ended here and its ack or failure is not written yet."""
+        return key in self.pending.settled or key in self.sending.settled
+
+    def fetch_op(self, queue: str, limit: int) -> Op:
+        lease_ms = int(self.cfg.lease * 1000)
+        return self.storage.fetch_op(queue, self.worker.id, self.spec.name, lease_ms, limit)
+
+    def take(self, queue: str, reply: Any) -> list[Leased]:
+        leased = self.storage.parse_fetch(queue, reply)
+        for lease in leased:
+            self.held[(queue, lease.id)] = lease.token
+        return leased
+
+    # -- one task ----------------------------------------------------------------------------
+    def begin(self, lease: Leased) -> tuple[Run, Outcome | tuple[Any, list[Any], dict[str, Any]]]:
+        """The run of a lease, and what to call (function, args, kwargs), or the Outcome of
+        a payload that cannot run here (bad JSON, unknown task, wrong arguments, a task for
+        another kind of pool)."""
+        app = self.worker.app
+        prepared = prepare(lease.payload, app)
+        task = prepared.task if isinstance(prepared, Outcome) else prepared[0].name
+        opts = {} if isinstance(prepared, Outcome) else prepared[3]
+        run = Run(app, self.worker, lease.queue, lease.id, lease.token, task, lease.failures,
+                  self.spec.name, opts, time.time())  # fmt: skip
+        if isinstance(prepared, Outcome):
+            return run, prepared
+        tf, args, kwargs, _ = prepared
+        mismatch = pool_mismatch(tf, self.spec.pool, lease.queue)
+        return run, mismatch if mismatch is not None else (tf, args, kwargs)
+
+    def context(self, run: Run, lease: Leased, tf: Any) -> RunContext:
+        """What the task's code sees of its run (``current_run``, progress reports)."""
+        progress = run.opts.get("on_progress")
+        return RunContext(
+            self.storage, lease.queue, lease.id, lease.token, self.worker.id, tf.name,
+            TaskCall.from_dict(progress, run.app) if progress else None, app=run.app,
+            attempt=lease.failures + 1,
+        )  # fmt: skip
+
+    def settle(self, run: Run, lease: Leased, outcome: Outcome) -> None:
+        """Queue the ack or the failure (sent with the next fetch) after the hooks ran."""
+        hooks = self.worker.app.middleware
+        self.pending.settled.append((lease.queue, lease.id))
+        if outcome.ok:
+            self.done_count += 1
+            hooks.notify("on_success", run, outcome)
+            ttl = None if run.result_ttl is None else int(run.result_ttl * 1000)
+            self.pending.acks.setdefault(lease.queue, []).append(
+                Finished(lease.id, lease.token, outcome.task, outcome.result, ttl)
+            )
+            return
+        self.failed_count += 1
+        run.retry_in = hooks.retry_delay(run, outcome)
+        if run.retry_in is None:
+            hooks.notify("on_failure", run, outcome)
+        else:
+            hooks.notify("on_retry", run, outcome, run.retry_in)
+        self.pending.fails.append(
+            self.storage.fail_op(
+                lease.queue,
+                self.worker.id,
+                lease.id,
+                lease.token,
+                outcome.task,
+                outcome.error,
+                outcome.traceback,
+                retry_delay_ms=-1 if run.retry_in is None else max(0, int(run.retry_in * 1000)),
+                history_maxlen=self.cfg.history_maxlen,
+            )
+        )
+
+    def run_dry_hooks(self) -> None:
+        """This executor's queues ran dry (e.g. BatchCommit commits partial batches)."""
+        self.worker.app.middleware.notify("on_idle", self.worker, self.spec.name)
+
+    def held_by_queue(self) -> dict[str, list[tuple[str, int]]]:
+        out: dict[str, list[tuple[str, int]]] = {}
+        for (queue, task_id), token in list(self.held.items()):
+            out.setdefault(queue, []).append((task_id, token))
+        return out
+
+
+class Executor(BaseExecutor):
+    """One thread running one task at a time (or handing it to its process slot)."""
+
+    def __init__(self, worker: Worker, spec: ThreadSpec) -> None:
+        super().__init__(worker, spec)
         self.current: Running | None = None
-        self.acks: dict[str, list[Finished]] = {}
-        self.fails: list[Op] = []
-        self.settled: list[tuple[str, str]] = []  # (queue, id) acked or failed, not yet sent
         self.batch = 1
         self.slot: ProcessSlot | None = None
         if spec.pool == "process":
@@ -65,9 +239,6 @@ class Executor(threading.Thread):
                 self.cfg.imports, self.cfg.redis_url, self.cfg.prefix, self.cfg.app
             )
         self.guard = Interruptible()
-        self.idle = False
-        self.done_count = 0
-        self.failed_count = 0
 
     # -- loop --------------------------------------------------------------------------------
     def run(self) -> None:
@@ -90,9 +261,6 @@ class Executor(threading.Thread):
                 log.exception("executor %s crashed in its loop; continuing", self.spec.name)
                 self.retired.wait(1.0)
         self.shutdown()
-
-    def should_exit(self) -> bool:
-        return self.retired.is_set() or self.worker.stopping.is_set()
 
     def step(self) -> int:
         """One batch: flush + fetch, run what came; when nothing came, wait. Returns tasks run."""
@@ -122,55 +290,26 @@ class Executor(threading.Thread):
 
     def flush(self, fetch: bool = True) -> list[Leased]:
         """Send pending acks and failures, and fetch the next batch, in one round trip."""
-        ops: list[Op] = []
-        default_ttl = int(self.cfg.result_ttl * 1000)
-        for queue, items in self.acks.items():
-            by_ttl: dict[int, list[Finished]] = {}  # one ack call per result TTL in the batch
-            for it in items:
-                by_ttl.setdefault(default_ttl if it.ttl_ms is None else it.ttl_ms, []).append(it)
-            for ttl, group in by_ttl.items():
-                ops.append(
-                    self.storage.ack_op(
-                        queue,
-                        self.worker.id,
-                        group,
-                        result_ttl_ms=ttl,
-                        history_maxlen=self.cfg.history_maxlen,
-                    )
-                )
-        ops += self.fails
+        ops = self.write_ops()
         n_writes = len(ops)
         queues = list(self.spec.queues) if fetch else []
         if queues:
-            ops.append(self._fetch_op(queues[0]))
+            ops.append(self.fetch_op(queues[0], self.batch))
         if not ops:
             return []
-        replies = self.storage.execute(ops)
-        for reply in replies[: n_writes - len(self.fails)]:
-            for task_id in reply:
-                log.warning("ack of %s refused: its lease expired and it was handed on", task_id)
-        for key in self.settled:
-            self.held.pop(key, None)
-        self.settled = []
-        self.acks = {}
-        self.fails = []
+        try:
+            replies = self.storage.execute(ops)
+        except ZtqError:
+            self.unsent()
+            raise
+        self.written(replies[:n_writes])
         if not queues:
             return []
-        leased = self._take(queues[0], replies[-1])
+        leased = self.take(queues[0], replies[-1])
         for queue in queues[1:]:
             if leased:
                 break
-            leased = self._take(queue, self.storage.execute([self._fetch_op(queue)])[0])
-        return leased
-
-    def _fetch_op(self, queue: str) -> Op:
-        lease_ms = int(self.cfg.lease * 1000)
-        return self.storage.fetch_op(queue, self.worker.id, self.spec.name, lease_ms, self.batch)
-
-    def _take(self, queue: str, reply: Any) -> list[Leased]:
-        leased = self.storage.parse_fetch(queue, reply)
-        for lease in leased:
-            self.held[(queue, lease.id)] = lease.token
+            leased = self.take(queue, self.storage.execute([self.fetch_op(queue, self.batch)])[0])
         return leased
 
     def wait_for_work(self) -> None:
@@ -198,90 +337,43 @@ class Executor(threading.Thread):
     def run_one(self, lease: Leased) -> None:
         """Run one leased task and settle it. The policies (time limit, retries, callbacks,
         results, batches) are the app's middleware; this only calls their hooks."""
-        app = self.worker.app
-        prepared = prepare(lease.payload, app)
-        task = prepared.task if isinstance(prepared, Outcome) else prepared[0].name
-        opts = {} if isinstance(prepared, Outcome) else prepared[3]
-        run = Run(app, self.worker, lease.queue, lease.id, lease.token, task, lease.failures,
-                  self.spec.name, opts, time.time())  # fmt: skip
-        if isinstance(prepared, Outcome):  # nothing to run: bad payload, unknown task ...
-            self.current = Running(lease, task, run.started)
-            outcome = prepared
+        run, todo = self.begin(lease)
+        if isinstance(todo, Outcome):  # nothing to run: bad payload, unknown task ...
+            self.current = Running(lease, run.task, run.started)
+            outcome = todo
         else:
-            tf, args, kwargs, _ = prepared
-            outcome = self._execute(run, lease, tf, args, kwargs)
+            outcome = self._execute(run, lease, *todo)
         self.current = None
-        self._settle(run, lease, outcome)
-        app.middleware.notify("after_run", run, outcome)
+        self.settle(run, lease, outcome)
+        run.app.middleware.notify("after_run", run, outcome)
 
     def _execute(
         self, run: Run, lease: Leased, tf: Any, args: list[Any], kwargs: dict[str, Any]
     ) -> Outcome:
-        app = self.worker.app
-        app.middleware.notify("before_run", run)
-        progress = run.opts.get("on_progress")
-        ctx = RunContext(
-            self.storage, lease.queue, lease.id, lease.token, self.worker.id, tf.name,
-            TaskCall.from_dict(progress, app) if progress else None, app=app,
-            attempt=lease.failures + 1,
-        )  # fmt: skip
+        run.app.middleware.notify("before_run", run)
+        ctx = self.context(run, lease, tf)
         self.current = Running(lease, tf.name, run.started, run.deadline, ctx)
         if run.deadline is not None and self.slot is None:
             self.worker.timeouts.poke()
         if self.slot is not None:
             timeout = None if run.deadline is None else max(0.001, run.deadline - run.started)
             job = SlotTask(lease.payload, lease.queue, lease.id, lease.token, self.worker.id,
-                           tf.name, progress, timeout)  # fmt: skip
-            outcome = self.slot.run(job)
-        else:
-            token = set_current(ctx)
-            try:
-                outcome = call(tf, args, kwargs, self.guard, self.current)
-            finally:
-                reset_current(token)
-        return outcome
-
-    def _settle(self, run: Run, lease: Leased, outcome: Outcome) -> None:
-        """Queue the ack or the failure (sent with the next fetch) after the hooks ran."""
-        hooks = self.worker.app.middleware
-        self.settled.append((lease.queue, lease.id))
-        if outcome.ok:
-            self.done_count += 1
-            hooks.notify("on_success", run, outcome)
-            ttl = None if run.result_ttl is None else int(run.result_ttl * 1000)
-            self.acks.setdefault(lease.queue, []).append(
-                Finished(lease.id, lease.token, outcome.task, outcome.result, ttl)
-            )
-            return
-        self.failed_count += 1
-        run.retry_in = hooks.retry_delay(run, outcome)
-        if run.retry_in is None:
-            hooks.notify("on_failure", run, outcome)
-        else:
-            hooks.notify("on_retry", run, outcome, run.retry_in)
-        self.fails.append(
-            self.storage.fail_op(
-                lease.queue,
-                self.worker.id,
-                lease.id,
-                lease.token,
-                outcome.task,
-                outcome.error,
-                outcome.traceback,
-                retry_delay_ms=-1 if run.retry_in is None else max(0, int(run.retry_in * 1000)),
-                history_maxlen=self.cfg.history_maxlen,
-            )
-        )
-
-    def run_dry_hooks(self) -> None:
-        """This thread's queues ran dry (e.g. BatchCommit commits partial batches)."""
-        self.worker.app.middleware.notify("on_idle", self.worker, self.spec.name)
+                           tf.name, run.opts.get("on_progress"), timeout)  # fmt: skip
+            return self.slot.run(job)
+        token = set_current(ctx)
+        try:
+            return call(tf, args, kwargs, self.guard, self.current)
+        finally:
+            reset_current(token)
 
     # -- seen from other threads -------------------------------------------------------------
-    def describe(self) -> dict[str, Any] | None:
+    def busy(self) -> bool:
+        return self.current is not None
+
+    def describe_runs(self) -> dict[str, dict[str, Any]]:
         cur = self.current
         if cur is None:
-            return None
+            return {}
         out: dict[str, Any] = {
             "id": cur.lease.id,
             "queue": cur.lease.queue,
@@ -290,10 +382,18 @@ class Executor(threading.Thread):
         }
         if cur.ctx is not None and cur.ctx.comment:
             out["comment"] = cur.ctx.comment
-        return out
+        return {self.spec.name: out}
 
-    def held_by_queue(self) -> dict[str, list[tuple[str, int]]]:
-        out: dict[str, list[tuple[str, int]]] = {}
-        for (queue, task_id), token in list(self.held.items()):
-            out.setdefault(queue, []).append((task_id, token))
-        return out
+    def abandon(self) -> None:
+        if self.slot is not None:
+            self.slot.close()
+
+    def kill(self, thread: str, task_id: str) -> bool:
+        cur = self.current
+        if thread != self.spec.name or cur is None or cur.lease.id != task_id:
+            return False
+        if self.slot is not None:
+            self.slot.kill()
+        else:
+            self.guard.interrupt(self, Killed, cur)
+        return True

@@ -15,6 +15,7 @@ import time
 from typing import TYPE_CHECKING
 
 from ztq.worker.execute import SoftTimeout
+from ztq.worker.executor import Executor
 
 if TYPE_CHECKING:
     from ztq.worker.worker import Worker
@@ -38,8 +39,10 @@ class TimeoutWatch(threading.Thread):
         """Interrupt every thread-pool task past its deadline; return the next deadline."""
         upcoming: list[float] = []
         for ex in list(self.worker.executors):
+            if not isinstance(ex, Executor) or ex.slot is not None:
+                continue  # async pools cancel, and process slots time, their own tasks
             cur = ex.current
-            if cur is None or cur.deadline is None or cur.timed_out or ex.slot is not None:
+            if cur is None or cur.deadline is None or cur.timed_out:
                 continue
             if now < cur.deadline:
                 upcoming.append(cur.deadline)

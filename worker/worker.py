@@ -27,9 +27,9 @@ from ztq.core.workers import (
     take_commands,
     write_heartbeat,
 )
+from ztq.worker.async_pool import AsyncExecutor
 from ztq.worker.config import ThreadSpec, WorkerConfig
-from ztq.worker.execute import Killed
-from ztq.worker.executor import Executor
+from ztq.worker.executor import BaseExecutor, Executor
 from ztq.worker.scheduler import Scheduler
 from ztq.worker.sysinfo import SysInfo
 from ztq.worker.timeouts import TimeoutWatch
@@ -59,7 +59,7 @@ class Worker:
         self.storage = storage or self.app.connect(cfg.redis_url, prefix=cfg.prefix)
         self.stopping = threading.Event()
         self.paused = threading.Event()
-        self.executors: list[Executor] = []
+        self.executors: list[BaseExecutor] = []
         self.started = time.time()
         self.cron: CronTable | None = None
         self.next_cron: float | None = None
@@ -74,6 +74,7 @@ class Worker:
     # -- setup -------------------------------------------------------------------------------
     def setup(self) -> None:
         import_modules(self.cfg.imports)
+        self.check_pools()
         self.cron = CronTable(self.app.cron_entries())
         self.publish_cron()
         for queue in self.cfg.queues:
@@ -85,6 +86,25 @@ class Worker:
         )
         self.heartbeat()
 
+    def check_pools(self) -> None:
+        """Warn of registered tasks that a pool serving their queue here cannot run: an
+        ``async def`` under threads, a plain function under an async pool (each run of
+        them would go to the error list, see ``execute.pool_mismatch``)."""
+        pools: dict[str, set[str]] = {}
+        for spec in self.cfg.threads:
+            for queue in spec.queues:
+                pools.setdefault(queue, set()).add(spec.pool)
+        for tf in self.app.registered().values():
+            served = pools.get(tf.queue, set())
+            wrong = "thread" if tf.is_async else "async"
+            if wrong in served:
+                kind = "an async def" if tf.is_async else "a plain function"
+                pool = "an async pool" if wrong == "async" else "a thread pool"
+                log.warning(
+                    "task %s is %s and queue %s is served by %s here: its runs will go to "
+                    "the error list (see docs/asyncio.md)", tf.name, kind, tf.queue, pool,
+                )  # fmt: skip
+
     def publish_cron(self) -> None:
         if self.cron is None or not self.cron.entries:
             return
@@ -94,8 +114,8 @@ class Worker:
         for spec in self.cfg.threads:
             self.add_executor(spec)
 
-    def add_executor(self, spec: ThreadSpec) -> Executor:
-        ex = Executor(self, spec)
+    def add_executor(self, spec: ThreadSpec) -> BaseExecutor:
+        ex = AsyncExecutor(self, spec) if spec.pool == "async" else Executor(self, spec)
         with self.threads_lock:
             self.executors.append(ex)
         ex.start()
@@ -133,7 +153,7 @@ class Worker:
             for task_id in self.storage.renew(queue, self.id, lease_ms, items):
                 # an executor may have acked it meanwhile: only a task held and unfinished is lost
                 key = (queue, task_id)
-                if any(key in ex.held and key not in ex.settled for ex in self.executors):
+                if any(key in ex.held and not ex.settling(key) for ex in self.executors):
                     log.warning("lost the lease of %s in %s (expired, handed on?)", task_id, queue)
                     self.app.middleware.notify("on_lease_lost", self, queue, task_id)
 
@@ -154,10 +174,8 @@ class Worker:
             alive = [ex for ex in self.executors if ex.is_alive() and not ex.retired.is_set()]
         for ex in alive:
             for q in ex.spec.queues:
-                threads[q] = threads.get(q, 0) + 1
-            info = ex.describe()
-            if info is not None:
-                current[ex.spec.name] = info
+                threads[q] = threads.get(q, 0) + ex.capacity
+            current.update(ex.describe_runs())
         return {
             "name": self.id,
             **self.sysinfo.sample(),
@@ -181,7 +199,7 @@ class Worker:
 
     def queues_drained(self) -> bool:
         """Burst mode: nothing ready or delayed in this worker's queues, nothing running here."""
-        if any(ex.current is not None for ex in self.executors):
+        if any(ex.busy() for ex in self.executors):
             return False
         return all(self.storage.pending_count(q) == 0 for q in self.cfg.queues)
 
@@ -204,7 +222,7 @@ class Worker:
             self._drain_setup = True
         for queue in names:
             self.storage.register_queue(queue)
-        ex = Executor(self, ThreadSpec("drain", tuple(names)))
+        ex = Executor(self, ThreadSpec("drain", tuple(names), "inline"))  # plain and async
         ran = 0
         while ran < max_tasks:
             leased = ex.flush()  # the last batch's acks and failures, then the next fetch
@@ -262,33 +280,41 @@ class Worker:
                 if ex.spec.queues == (queue,) and not ex.retired.is_set() and ex.is_alive()
             ]
         pool = mine[0].spec.pool if mine else "thread"
+        if pool == "async" and threads > 0:  # one event loop: its number of tasks changes
+            before = mine[0].capacity
+            mine[0].resize(threads)
+            for ex in mine[1:]:
+                ex.retired.set()
+            log_event(self.storage, "config", self.id,
+                      f"async tasks for {queue}: {before} -> {threads}")  # fmt: skip
+            return
         for ex in mine[threads:]:
             ex.retired.set()
+        concurrency = mine[0].spec.concurrency if mine else 1
         taken = {ex.spec.name for ex in self.executors if ex.is_alive()}
         i = 0
         for _ in range(threads - len(mine)):
             while f"{queue}-{i}" in taken:
                 i += 1
             taken.add(f"{queue}-{i}")
-            self.add_executor(ThreadSpec(f"{queue}-{i}", (queue,), pool))
+            self.add_executor(ThreadSpec(f"{queue}-{i}", (queue,), pool, concurrency))
         self.storage.register_queue(queue)
         log_event(self.storage, "config", self.id, f"threads for {queue}: {len(mine)} -> {threads}")
 
     def kill(self, thread: str, task_id: str) -> bool:
-        """Kill the task running on ``thread`` if it is still ``task_id``."""
+        """Kill the task running on ``thread`` if it is still ``task_id`` (and the child
+        process it published with ``report_job(pid=...)``)."""
         for ex in list(self.executors):
-            cur = ex.current
-            if ex.spec.name != thread or cur is None or cur.lease.id != task_id:
+            run = next((r for r in ex.describe_runs().values() if r["id"] == task_id), None)
+            if run is None:
                 continue
-            rec = self.storage.record(cur.lease.queue, task_id)
+            rec = self.storage.record(run["queue"], task_id)
             pid = rec.get("pid") if rec else None
+            if not ex.kill(thread, task_id):
+                continue
             if isinstance(pid, str) and pid.isdigit() and int(pid) > 1 and int(pid) != os.getpid():
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(int(pid), signal.SIGKILL)
-            if ex.slot is not None:
-                ex.slot.kill()
-            else:
-                ex.guard.interrupt(ex, Killed, cur)
             return True
         log.warning("kill: no task %s on thread %s", task_id, thread)
         return False
@@ -308,6 +334,8 @@ class Worker:
     # -- run ---------------------------------------------------------------------------------
     def request_stop(self) -> None:
         self.stopping.set()
+        for ex in list(self.executors):
+            ex.wake()
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         self._signals += 1
@@ -364,8 +392,7 @@ class Worker:
                 if ex.is_alive():  # still running after the grace period: hand its tasks back
                     for queue, held in ex.held_by_queue().items():
                         self.storage.release(queue, self.id, held)
-                    if ex.slot is not None:
-                        ex.slot.close()
+                    ex.abandon()
             write_heartbeat(self.storage, self.id, self.describe("stopped"))
             log_event(self.storage, "stop", self.id, f"pid {os.getpid()} stopped")
         with contextlib.suppress(ZtqError):

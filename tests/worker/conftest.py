@@ -48,20 +48,25 @@ def start_worker(redis_url: str) -> Iterator[Callable[..., Worker]]:
     started: list[tuple[Worker, threading.Thread]] = []
 
     def start(queues: dict[str, int] | None = None, pool: str = "thread", **options: Any) -> Worker:
-        threads = tuple(
-            ThreadSpec(f"{q}-{i}", (q,), pool)
-            for q, n in (queues or {"default": 1}).items()
-            for i in range(n)
-        )
+        """``queues``: threads per queue, or for ``pool="async"`` tasks at once per queue."""
+        if pool == "async":
+            threads = tuple(ThreadSpec(f"{q}-0", (q,), pool, n) for q, n in queues.items())
+        else:
+            threads = tuple(
+                ThreadSpec(f"{q}-{i}", (q,), pool)
+                for q, n in (queues or {"default": 1}).items()
+                for i in range(n)
+            )
         values = {**FAST, **options}
         cfg = WorkerConfig(
             redis_url=redis_url,
             name=values.pop("name", f"test-worker-{next(_numbers)}"),
-            imports=("tests.sample_tasks",),
+            imports=values.pop("imports", ("tests.sample_tasks",)),
             threads=threads,
             **values,
         )
-        worker = Worker(cfg, ztq.get_storage())
+        app = values.pop("app", None)  # default: the default app on the test's Redis
+        worker = Worker(cfg, app.storage() if app else ztq.get_storage(), app=app)
         th = threading.Thread(target=worker.run, daemon=True)
         th.start()
         started.append((worker, th))

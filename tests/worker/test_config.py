@@ -33,6 +33,7 @@ lease = 20
 [queues]
 default = 2
 pdf = 1 process
+crawl = 200 async        ; one event loop, 200 tasks at once
 fast = urgent, default   ; one thread, urgent first
 """,
         )
@@ -44,9 +45,10 @@ fast = urgent, default   ; one thread, urgent first
         ThreadSpec("default-0", ("default",)),
         ThreadSpec("default-1", ("default",)),
         ThreadSpec("pdf-0", ("pdf",), "process"),
+        ThreadSpec("crawl-0", ("crawl",), "async", 200),
         ThreadSpec("fast", ("urgent", "default")),
     )
-    assert cfg.queues == ["default", "pdf", "urgent"]
+    assert cfg.queues == ["default", "pdf", "crawl", "urgent"]
 
 
 def test_app_ini_shared_with_the_console(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -84,6 +86,8 @@ def test_env_and_flags_override_the_file(tmp_path: Path, monkeypatch: pytest.Mon
         ("[server]\nactive_config = maybe\n", "worker.ini:2: active_config"),
         ("[queues]\nbad{name} = 2\n", "worker.ini:2: queue name 'bad{name}'"),
         ("[queues]\ndefault = 999\n", "worker.ini:2: thread count"),
+        ("[queues]\ncrawl = 10001 async\n", "worker.ini:2: async tasks for 'crawl' must be"),
+        ("[queues]\nfetchers = a, b async\n", "worker.ini:2: an async pool serves one queue"),
         ("[server]\nlease = 1\n", "at least twice the heartbeat"),
         ("no section header\n", "worker.ini"),
         ("[other]\nx = 1\n", "no [server] or [queues] section"),
@@ -128,3 +132,6 @@ def test_queue_flags() -> None:
         ThreadSpec("pdf-0", ("pdf",), "process"),
         ThreadSpec("pdf-1", ("pdf",), "process"),
     ]
+    assert _queue_flag("crawl:200:async") == [ThreadSpec("crawl-0", ("crawl",), "async", 200)]
+    assert _queue_flag("crawl:50", "async") == [ThreadSpec("crawl-0", ("crawl",), "async", 50)]
+    assert _queue_flag("crawl:0:async") == []

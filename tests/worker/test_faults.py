@@ -32,10 +32,12 @@ LEASE, HEARTBEAT = 1.5, 0.3
 def spawn(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
     procs: list[subprocess.Popen[bytes]] = []
 
-    def start(url: str, name: str, *queues: str) -> subprocess.Popen[bytes]:
+    def start(
+        url: str, name: str, *queues: str, imports: str = "tests.sample_tasks"
+    ) -> subprocess.Popen[bytes]:
         log = open(tmp_path / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
         args = [sys.executable, "-m", "ztq.worker", "--redis", url, "--name", name,
-                "--import", "tests.sample_tasks", "--lease", str(LEASE),
+                "--import", imports, "--lease", str(LEASE),
                 "--heartbeat", str(HEARTBEAT), "--grace", "2"]  # fmt: skip
         for q in queues or ("default:2",):
             args += ["--queue", q]
@@ -72,6 +74,32 @@ def test_sigkill_mid_task_loses_nothing(redis_url: str, spawn, tmp_path: Path) -
     events = [e[1] for e in storage.client.xrange(storage.keys.events)]
     assert any(e["kind"] == "lost" and e["worker"] == "victim" for e in events)
     print(f"\nrecovery after SIGKILL: {recovery:.2f}s (lease {LEASE}s)")
+
+
+def test_sigkill_of_an_async_pool_loses_none_of_its_runs(
+    redis_url: str, spawn, tmp_path: Path
+) -> None:
+    from tests.async_tasks import slow_note
+
+    out = tmp_path / "notes"
+    victim = spawn(redis_url, "async-victim", "crawl:40:async", imports="tests.async_tasks")
+    handles = [slow_note.delay(str(out), str(i), 30.0 if i < 40 else 0.01) for i in range(60)]
+    storage = ztq.get_storage()
+    wait_for(lambda: storage.client.zcard(storage.keys.running("crawl")) == 40, timeout=15)
+    os.kill(victim.pid, signal.SIGKILL)  # 40 coroutines in flight, 20 tasks waiting
+    for h in handles[:40]:
+        rec = h.record()
+        assert rec is not None and rec.state == "running"
+    spawn(redis_url, "async-rescuer", "crawl:40:async", imports="tests.async_tasks")
+    wait_for(lambda: all(ztq.ping(h) != "queued" for h in handles[40:]), timeout=15)
+    # the 40 lost runs come back when their leases expire, and run (30 s each) again
+    wait_for(
+        lambda: sum(h.record().get("worker") == "async-rescuer" for h in handles[:40]) == 40,
+        timeout=15,
+    )
+    assert sorted(read_lines(out), key=int) == [str(i) for i in range(40, 60)]
+    assert all(h.record().get("attempts") == 2 for h in handles[:40])
+    assert all(ztq.ping(h) == "done" for h in handles[40:])
 
 
 def test_chaos_many_kills_across_workers(redis_url: str, spawn, tmp_path: Path) -> None:
