@@ -37,6 +37,7 @@ def test_worker_md_ini_example_loads_as_described(tmp_path: Path, monkeypatch) -
         ThreadSpec("default-0", ("default",)),
         ThreadSpec("default-1", ("default",)),
         ThreadSpec("pdf-0", ("pdf",), "process"),
+        ThreadSpec("crawl-0", ("crawl",), "async", 200),
         ThreadSpec("fast", ("urgent", "default")),
     )
 

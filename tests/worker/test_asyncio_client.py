@@ -83,7 +83,7 @@ def test_asyncio_md_example_runs(redis_url: str, monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.setenv("ZTQ_REDIS_URL", redis_url)
     text = (Path(__file__).resolve().parents[2] / "docs" / "asyncio.md").read_text("utf-8")
-    [code] = re.findall(r"^```python\n(.*?)^```", text, re.S | re.M)
+    [code] = [b for b in re.findall(r"^```python\n(.*?)^```", text, re.S | re.M) if "handler" in b]
     namespace: dict[str, object] = {"__name__": "docs_asyncio_example"}
     exec(compile(code, "docs/asyncio.md", "exec"), namespace)  # noqa: S102 - our own doc
     app = namespace["app"]
@@ -101,5 +101,28 @@ def test_asyncio_md_example_runs(redis_url: str, monkeypatch: pytest.MonkeyPatch
 
     try:
         assert asyncio.run(main()) == 2
+    finally:
+        app.disconnect_all()  # type: ignore[attr-defined]
+
+
+def test_asyncio_md_async_task_example_runs_in_an_async_pool(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch, start_worker
+) -> None:
+    import re
+    from pathlib import Path
+
+    monkeypatch.setenv("ZTQ_REDIS_URL", redis_url)
+    text = (Path(__file__).resolve().parents[2] / "docs" / "asyncio.md").read_text("utf-8")
+    [code] = [b for b in re.findall(r"^```python\n(.*?)^```", text, re.S | re.M) if "fetch" in b]
+    namespace: dict[str, object] = {"__name__": "crawler"}
+    exec(compile(code, "docs/asyncio.md", "exec"), namespace)  # noqa: S102 - our own doc
+    app, fetch = namespace["app"], namespace["fetch"]
+    assert "ztq worker --app crawler:app --queue crawl:200:async" in text
+    try:
+        start_worker({"crawl": 200}, pool="async", app=app, imports=())
+        handles = [fetch.delay(f"https://example.test/{i}") for i in range(50)]  # type: ignore[attr-defined]
+        assert [h.get(timeout=10) for h in handles] == [
+            len(f"https://example.test/{i}") for i in range(50)
+        ]
     finally:
         app.disconnect_all()  # type: ignore[attr-defined]
