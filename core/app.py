@@ -20,6 +20,7 @@ import importlib
 import os
 import sys
 import threading
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
@@ -30,12 +31,16 @@ from ztq.core.handle import TaskHandle
 from ztq.core.handle import ping as _ping
 from ztq.core.middleware import Chain, Middleware
 from ztq.core.policies import default_middleware
-from ztq.core.registry import Registry, TaskFunction, make_task
+from ztq.core.registry import Registry, TaskFunction, make_task, origin
 from ztq.core.states import Priority
 from ztq.core.storage import Storage
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+# every App alive in the process, only to find two that share a Redis and a prefix and give
+# one task name two functions (check_shared_names); not a registry of anything else
+_LIVE: weakref.WeakSet[App] = weakref.WeakSet()
 
 
 class App:
@@ -62,6 +67,7 @@ class App:
         self.joins_transactions = False  # see use_transaction_manager()
         # the built-in policies (docs/middleware.md), unless the list is given whole
         self.middleware = Chain(default_middleware() if middleware is None else middleware)
+        _LIVE.add(self)
 
     def __repr__(self) -> str:
         return f"<ztq.App {self.name!r}>"
@@ -170,6 +176,11 @@ class App:
                 result_ttl=result_ttl,
             )
             self.registry.add(tf)
+            try:
+                check_shared_names(self, [tf.name])
+            except ConfigError:
+                self.registry.remove(tf.name)
+                raise
             if cron is not None:
                 self.add_cron(tf.prepare(), cron, name=tf.name)
             return tf
@@ -298,3 +309,26 @@ def cron_entries() -> list[CronEntry]:
 def use_transaction_manager(enabled: bool = True) -> None:
     """:meth:`App.use_transaction_manager` of the default app."""
     default_app().use_transaction_manager(enabled)
+
+
+def check_shared_names(app: App, names: list[str] | None = None) -> None:
+    """Refuse a task name that two apps of this process give to two functions while they
+    share a Redis and a key prefix: their queues are one, so a worker of either would run
+    the other's payloads with its own function. Apps with their own prefix (or Redis) may
+    reuse names freely. Called when a task is registered and when a worker starts."""
+    mine = app.registered()
+    wanted = names if names is not None else list(mine)
+    where = app.connections.namespace()
+    for other in list(_LIVE):
+        if other is app:
+            continue
+        theirs = other.registered()
+        clash = [n for n in wanted if n in theirs and origin(theirs[n].fn) != origin(mine[n].fn)]
+        if clash and other.connections.namespace() == where:
+            name = clash[0]
+            raise ConfigError(
+                f"task name {name!r} of app {app.name!r} ({origin(mine[name].fn)}) is a task "
+                f"of app {other.name!r} too ({origin(theirs[name].fn)}), on the same Redis and "
+                f"prefix {where[1]!r}: a worker of either would run the other's tasks with its "
+                "own function; give one app its own prefix=..., or the task another name=..."
+            )

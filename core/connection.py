@@ -95,6 +95,15 @@ class Connections:
             self._storages[name] = storage
         return storage
 
+    def namespace(self) -> tuple[str, str]:
+        """(Redis URL, prefix) of the default connection, made or as it would be made now."""
+        with self._lock:
+            storage = self._storages.get("default")
+        if storage is not None:
+            return storage.url, storage.keys.prefix
+        resolved = settings.connection(self.url, self.prefix)
+        return resolved.redis_url, resolved.prefix
+
     def has(self, name: str = "default") -> bool:
         """Whether the named connection was made (by connect() or a first use)."""
         with self._lock:

@@ -186,11 +186,15 @@ class Registry:
     def add(self, tf: TaskFunction[Any, Any]) -> None:
         with self._lock:
             old = self._tasks.get(tf.name)
-            if old is not None and _origin(old.fn) != _origin(tf.fn):
+            if old is not None and origin(old.fn) != origin(tf.fn):
                 raise ConfigError(
-                    f"task name {tf.name!r} is taken by {_origin(old.fn)}; give name=..."
+                    f"task name {tf.name!r} is taken by {origin(old.fn)}; give name=..."
                 )
             self._tasks[tf.name] = tf
+
+    def remove(self, name: str) -> None:
+        with self._lock:
+            self._tasks.pop(name, None)
 
     def lookup(self, name: str) -> TaskFunction[Any, Any]:
         """The task called ``name``, or :class:`UnknownTask`."""
@@ -233,7 +237,7 @@ def check_runnable(f: Callable[..., Any], name: str) -> None:
     )
 
 
-def _origin(f: Callable[..., Any]) -> str:
+def origin(f: Callable[..., Any]) -> str:
     code = getattr(f, "__code__", None)
     where = f"{code.co_filename}:{code.co_firstlineno}" if code else ""
     return f"{f.__module__}.{getattr(f, '__qualname__', f)} {where}".strip()

@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Any
 
-from ztq.core.app import App, default_app, import_module, load_app
+from ztq.core.app import App, check_shared_names, default_app, import_module, load_app
 from ztq.core.cron import CronTable
 from ztq.core.errors import ConfigError, ZtqError
 from ztq.core.storage import Reaped, Storage
@@ -74,6 +74,7 @@ class Worker:
     # -- setup -------------------------------------------------------------------------------
     def setup(self) -> None:
         import_modules(self.cfg.imports)
+        check_shared_names(self.app)
         self.check_pools()
         self.cron = CronTable(self.app.cron_entries())
         self.publish_cron()

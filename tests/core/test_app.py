@@ -118,3 +118,48 @@ def test_a_bad_app_spec_is_a_clear_error(spec: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         ztq.load_app(spec)
     assert ztq.load_app("tests.app_tasks:app") is app_tasks.app
+
+
+def test_two_apps_on_one_redis_and_prefix_cannot_give_a_name_two_functions(redis_url: str) -> None:
+    a = App("first", redis_url=redis_url, prefix="shared")
+    b = App("second", redis_url=redis_url, prefix="shared")
+
+    @a.task(name="send")
+    def send_a(to: str) -> str:
+        return to
+
+    with pytest.raises(ConfigError) as caught:
+
+        @b.task(name="send")
+        def send_b(to: str) -> str:
+            return to.upper()
+
+    message = str(caught.value)
+    assert "'send'" in message and "'second'" in message and "'first'" in message
+    assert "send_a" in message and "send_b" in message and "prefix 'shared'" in message
+    with pytest.raises(UnknownTask):
+        b.lookup("send")  # refused whole: nothing half-registered
+    assert a.lookup("send") is send_a
+    b.task(name="send")(send_a)  # the same function under both apps is one task: allowed
+
+    @b.task(name="other")
+    def other() -> None: ...  # and other names are free
+
+
+def test_a_worker_refuses_to_start_when_two_apps_came_to_share_a_namespace(
+    redis_url: str,
+) -> None:
+    from ztq.worker.testing import worker_for
+
+    a = App("alpha", redis_url=redis_url, prefix="alpha")
+    b = App("beta", redis_url=redis_url, prefix="beta")
+    a.task(name="job")(lambda: 1)
+    b.task(name="job")(lambda: 2)  # different prefixes: allowed
+    b.connect(redis_url, prefix="alpha")  # ... until b moves onto a's keys
+    try:
+        worker = worker_for(a, a.storage())
+        with pytest.raises(ConfigError, match="task name 'job' of app 'alpha'"):
+            worker.setup()
+    finally:
+        a.disconnect_all()
+        b.disconnect_all()
