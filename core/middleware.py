@@ -71,6 +71,7 @@ class Run:
     deadline: float | None = None  # soft timeout (epoch seconds), set by TimeLimit
     retry_in: float | None = None  # decided by the retry policy: seconds, None = no retry
     result_ttl: float | None = None  # seconds the finished record is kept (None: the worker's)
+    carry: dict[str, str] = field(default_factory=dict)  # for a process slot's child (child_start)
 
 
 class Middleware:
@@ -116,6 +117,13 @@ class Middleware:
 
     def on_progress(self, run_context: Any, data: dict[str, Any]) -> None:
         """The running task reported progress (``report_progress``), stored on its record."""
+
+    def child_start(self, run_context: Any, carry: dict[str, str]) -> None:
+        """In a process slot's child, before the task's code runs; ``carry`` is what the
+        worker-side hooks put in ``run.carry`` (e.g. the run's trace context)."""
+
+    def child_end(self, run_context: Any, outcome: Outcome) -> None:
+        """In a process slot's child, after the task's code ran."""
 
     def on_lease_lost(self, worker: Any, queue: str, task_id: str) -> None:
         """This worker held a task whose lease expired and went to another run."""

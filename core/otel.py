@@ -8,7 +8,9 @@ request's, say) and carries its context to the worker in the task's ``meta`` (W3
 context headers, through the configured propagator). Each run is a CONSUMER span ``run
 <task>`` under it, current while the task's code runs: the task's own spans, and the
 callbacks it leads to, join the same trace. A failed run's span has an ERROR status. In a
-process slot the task's code runs in a child process, outside the run's span.
+process slot the task's code runs in a child process under the run's span too (its context
+travels in ``run.carry``); the child exports its spans through the tracer provider the task
+modules set up there.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class OpenTelemetry(Middleware):
         self._context, self._propagate, self._trace = context, propagate, trace
         self.tracer = trace.get_tracer("ztq", tracer_provider=tracer_provider)
         self._open: dict[int, tuple[Any, Any]] = {}  # id(run) -> (span, context token)
+        self._children: dict[int, Any] = {}  # id(run context) -> token, in a slot's child
 
     def before_enqueue(self, app: App, call: TaskCall) -> TaskCall:
         kind = self._trace.SpanKind.PRODUCER
@@ -56,6 +59,16 @@ class OpenTelemetry(Middleware):
         )  # fmt: skip
         token = self._context.attach(self._trace.set_span_in_context(span))
         self._open[id(run)] = (span, token)
+        self._propagate.inject(run.carry)  # a process slot's child joins this span
+
+    def child_start(self, run_context: Any, carry: dict[str, str]) -> None:
+        token = self._context.attach(self._propagate.extract(carry))
+        self._children[id(run_context)] = token
+
+    def child_end(self, run_context: Any, outcome: Outcome) -> None:
+        token = self._children.pop(id(run_context), None)
+        if token is not None:
+            self._context.detach(token)
 
     def after_run(self, run: Run, outcome: Outcome) -> None:
         span, token = self._open.pop(id(run), (None, None))

@@ -181,3 +181,12 @@ def held(marker: str, release: str) -> str:
     with open(marker, "a") as fh:
         fh.write(f"end {os.getpid()}\n")
     return "held"
+
+
+@task(name="tests.sample_tasks.chatter")
+def chatter(message: str) -> int:
+    """Logs ``message`` on the task's own logger; returns the pid it ran in."""
+    import logging
+
+    logging.getLogger("tests.child").warning(message)
+    return os.getpid()

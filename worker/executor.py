@@ -358,7 +358,8 @@ class Executor(BaseExecutor):
         if self.slot is not None:
             timeout = None if run.deadline is None else max(0.001, run.deadline - run.started)
             job = SlotTask(lease.payload, lease.queue, lease.id, lease.token, self.worker.id,
-                           tf.name, run.opts.get("on_progress"), timeout)  # fmt: skip
+                           tf.name, run.opts.get("on_progress"), timeout, lease.failures + 1,
+                           run.carry)  # fmt: skip
             return self.slot.run(job)
         token = set_current(ctx)
         try:

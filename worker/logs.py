@@ -75,3 +75,14 @@ def configure(level: str = "INFO", fmt: str = "text", stream: TextIO | None = No
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(getattr(logging, str(level).upper(), logging.INFO))
+
+
+def in_use() -> tuple[str, str] | None:
+    """(level, format) that :func:`configure` set in this process, or None: what a process
+    slot's child configures so that its lines look like the worker's."""
+    root = logging.getLogger()
+    for handler in root.handlers:
+        if handler.get_name() == HANDLER:
+            fmt = "json" if isinstance(handler.formatter, JsonFormatter) else "text"
+            return logging.getLevelName(root.level), fmt
+    return None

@@ -3,8 +3,10 @@
 Used for queues configured with ``process``: a stuck task is killed from the console or by
 its hard timeout, and the slot starts a fresh child. The child is started with ``spawn`` (no
 fork of a threaded parent), imports the worker's task modules and opens its own Redis
-connection for progress reports. Parent and child exchange the payload text and an
-``Outcome`` over a pipe.
+connection for progress reports, and logs like the worker (``--log-level``,
+``--log-format``) with the task's fields on each line. Parent and child exchange the payload
+text and an ``Outcome`` over a pipe; middleware hear of the run in the child through
+``child_start`` / ``child_end`` (with ``run.carry``, e.g. the run's trace context).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ztq.worker import logs
 from ztq.worker.execute import Outcome, SoftTimeout, run_payload
 
 log = logging.getLogger(__name__)
@@ -37,19 +40,31 @@ class SlotTask:
     task: str
     on_progress: dict[str, Any] | None
     timeout: float | None
+    attempt: int = 1
+    carry: dict[str, str] | None = None  # run.carry: what middleware pass to the child
 
 
 def _soft_timeout(signum: int, frame: Any) -> None:
     raise SoftTimeout("the task ran past its timeout")
 
 
-def _child_main(conn: Any, imports: tuple[str, ...], url: str, prefix: str, app_spec: str) -> None:
+def _child_main(
+    conn: Any,
+    imports: tuple[str, ...],
+    url: str,
+    prefix: str,
+    app_spec: str,
+    log_config: tuple[str, str] | None = None,
+) -> None:
     from ztq.core.app import default_app, load_app
     from ztq.core.calls import TaskCall
+    from ztq.worker import logs
     from ztq.worker.context import RunContext, reset_current, set_current
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
     signal.signal(signal.SIGALRM, _soft_timeout)
+    if log_config is not None:  # lines as the worker's, with the task's fields
+        logs.configure(*log_config)
     from ztq.worker.worker import import_modules
 
     import_modules(imports)
@@ -70,15 +85,19 @@ def _child_main(conn: Any, imports: tuple[str, ...], url: str, prefix: str, app_
             job.task,
             TaskCall.from_dict(job.on_progress, app) if job.on_progress else None,
             app=app,
+            attempt=job.attempt,
         )
         tok = set_current(ctx)
+        hooks = app.middleware
+        hooks.notify("child_start", ctx, dict(job.carry or {}))
         if job.timeout:
             signal.setitimer(signal.ITIMER_REAL, job.timeout)
         try:
             outcome = run_payload(job.payload, app)
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
-            reset_current(tok)
+        hooks.notify("child_end", ctx, outcome)
+        reset_current(tok)
         conn.send(outcome)
 
 
@@ -97,7 +116,7 @@ class ProcessSlot:
         parent, child = self._ctx.Pipe()
         self.proc = self._ctx.Process(
             target=_child_main,
-            args=(child, self.imports, self.url, self.prefix, self.app),
+            args=(child, self.imports, self.url, self.prefix, self.app, logs.in_use()),
             daemon=True,
         )
         self.proc.start()

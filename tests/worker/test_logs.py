@@ -89,3 +89,29 @@ def test_a_worker_process_writes_json_lines(redis_url: str, tmp_path: Path) -> N
     mine = [(x.get("event"), x.get("outcome")) for x in lines if x.get("task_id") == h.id]
     assert mine == [("start", None), ("end", "done")]
     assert ztq.ping(h) == "done"
+
+
+def test_a_process_slot_child_logs_like_its_worker(redis_url: str, tmp_path: Path) -> None:
+    err = tmp_path / "stderr"
+    env = {**os.environ, "ZTQ_REDIS_URL": redis_url, "ZTQ_LOG_FORMAT": "json"}
+    h = sample_tasks.chatter.delay("hello from the child")
+    with open(err, "wb") as out:
+        proc = subprocess.run(
+            [sys.executable, "-m", "ztq.worker", "--import", "tests.sample_tasks",
+             "--queue", "default:1:process", "--name", "slot-logs", "--burst"],
+            cwd=ROOT, env=env, stdout=out, stderr=out, timeout=60,
+        )  # fmt: skip
+    assert proc.returncode == 0, err.read_text()
+    lines = [json.loads(line) for line in err.read_text().splitlines()]
+    from ztq.core.workers import get_worker
+
+    worker = get_worker(ztq.get_storage(), "slot-logs", lost_after=3600)
+    assert worker is not None and h.get(timeout=1) != worker.data["pid"]  # ran in the child
+    [said] = [x for x in lines if x.get("message") == "hello from the child"]
+    assert said["logger"] == "tests.child" and said["level"] == "WARNING"
+    assert (said["task_id"], said["task"], said["queue"]) == (
+        h.id,
+        "tests.sample_tasks.chatter",
+        "default",
+    )
+    assert said["attempt"] == 1

@@ -66,3 +66,33 @@ def test_without_opentelemetry_the_middleware_says_what_to_install(monkeypatch) 
     monkeypatch.setitem(sys.modules, "opentelemetry", None)
     with pytest.raises(ConfigError, match=r"pip install 'ztq\[otel\]'"):
         OpenTelemetry()
+
+
+def test_a_process_slot_child_runs_the_task_under_the_run_span(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+    import threading
+
+    from tests import otel_app
+    from tests.worker.conftest import FAST
+    from ztq.worker.config import ThreadSpec, WorkerConfig
+    from ztq.worker.worker import Worker
+
+    monkeypatch.setenv("ZTQ_REDIS_URL", redis_url)  # the child loads the app by its name
+    cfg = WorkerConfig(redis_url=redis_url, prefix="traced-slot", app="tests.otel_app:app",
+                       name="slot-tracer", threads=(ThreadSpec("pdf-0", ("pdf",), "process"),),
+                       **FAST)  # fmt: skip
+    worker = Worker(cfg, app=otel_app.app)
+    th = threading.Thread(target=worker.run, daemon=True)
+    th.start()
+    try:
+        seen = otel_app.where_am_i.delay().get(timeout=30)
+    finally:
+        worker.request_stop()
+        th.join(15)
+        otel_app.app.disconnect_all()
+    [run] = [s for s in otel_app.EXPORTER.get_finished_spans() if s.name == "run where_am_i"]
+    assert seen["pid"] != os.getpid()  # the task ran in the slot's child ...
+    assert seen["trace"] == f"{run.context.trace_id:032x}"  # ... under the run's span
+    assert seen["span"] == f"{run.context.span_id:016x}"
