@@ -23,6 +23,7 @@ from typing import Any
 
 from ztq.core import settings as ztq_settings
 from ztq.core.errors import ConfigError
+from ztq.core.logins import LoginPolicy
 from ztq.core.passwords import is_valid_hash
 
 ROLES = ("viewer", "operator")
@@ -75,6 +76,7 @@ class ConsoleSettings:
     page_size: int = 50
     bulk_batch: int = 500
     bulk_seconds: float = 0.5
+    login: LoginPolicy = LoginPolicy()
 
 
 def check_secret(secret: str) -> str:
@@ -164,4 +166,7 @@ def load(
         page_size=got["console.page_size"].value,
         bulk_batch=got["console.bulk_batch"].value,
         bulk_seconds=got["console.bulk_seconds"].value,
+        login=LoginPolicy(
+            free=got["console.login_attempts"].value, longest=got["console.login_lock_max"].value
+        ),
     )

@@ -27,6 +27,7 @@ MESSAGES: dict[str, str] = {
     "User name": "用户名",
     "Password": "密码",
     "Wrong user name or password.": "用户名或密码错误。",
+    "Too many failed sign-ins: try again in {seconds} s.": "登录失败次数过多：请在 {seconds} 秒后再试。",
     "viewer": "只读",
     "operator": "操作员",
     # problems

@@ -6,6 +6,7 @@ touches keys of one cluster slot and the same code runs on a single Redis and on
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from ztq.core.errors import InvalidName
@@ -38,6 +39,7 @@ class Keys:
         self.cron = f"{prefix}:{{ztq}}:cron"  # hash: entry name -> JSON, as workers publish it
         self.cron_off = f"{prefix}:{{ztq}}:cron:off"  # hash: disabled entry -> who, when
         self.audit = f"{prefix}:{{ztq}}:audit"
+        self.login_stats = f"{prefix}:{{ztq}}:login:stats"  # hash: failures, locks, unlocks
 
     # -- per queue ---------------------------------------------------------------------------
     def _q(self, queue: str, suffix: str) -> str:
@@ -89,6 +91,21 @@ class Keys:
         """Counters (``done``, ``failed``) of one minute; ``minute`` is epoch seconds // 60."""
         return self._q(queue, f"stats:{minute}")
 
+    # -- console logins ----------------------------------------------------------------------
+    def login_user(self, digest: str) -> str:
+        """Failed sign-ins of one user name (``digest``: see :func:`login_digest`)."""
+        return f"{self.prefix}:{{ztq}}:login:user:{digest}"
+
+    def login_addr(self, digest: str) -> str:
+        """Failed sign-ins from one client address."""
+        return f"{self.prefix}:{{ztq}}:login:addr:{digest}"
+
     # -- per worker --------------------------------------------------------------------------
     def worker_cmd(self, worker_id: str) -> str:
         return f"{self.prefix}:{{ztq}}:w:{worker_id}:cmd"
+
+
+def login_digest(text: str) -> str:
+    """A fixed-size stand-in for a user name or address in a key: any text a client sends
+    makes a key of bounded size."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:24]

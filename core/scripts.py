@@ -31,6 +31,7 @@ NAMES = (
     "command",
     "release",
     "pause",
+    "login",
 )
 
 Op = tuple[str, Sequence[str], Sequence[Any]]  # (script name, keys, args)

@@ -204,6 +204,10 @@ SETTINGS: tuple[Setting, ...] = (
             "tasks per script call of a bulk action"),
     Setting("console.bulk_seconds", number(0, 30), 0.5,
             "seconds a bulk request works before it shows progress"),
+    Setting("console.login_attempts", number(1, 100, whole=True), 5,
+            "failed logins of a user name or client address before the first lock"),
+    Setting("console.login_lock_max", number(1, 86400), 900.0,
+            "the longest login lock (seconds; locks start at 1 s and double per failure)"),
 )  # fmt: skip
 BY_NAME = {s.name: s for s in SETTINGS}
 BY_APP_KEY = {s.app_key: s for s in SETTINGS if s.app_key}

@@ -26,6 +26,7 @@ from ztq.console.web import (
     valid_task_id,
 )
 from ztq.core import monitor, streams
+from ztq.core.logins import login_stats
 
 
 def _page(page: monitor.Page, items: list[Any]) -> dict[str, Any]:
@@ -182,6 +183,13 @@ def metrics(request: Any) -> Response:
         "Runs that failed in the last 60 minutes.",
         [({"queue": q["name"]}, q["failed_hour"]) for q in queues],
     )
+    logins = login_stats(request.storage)
+    for key, text in (
+        ("failures", "Failed console sign-ins."),
+        ("locks", "Sign-in locks started (per user name and per client address)."),
+        ("unlocks", "Sign-in locks that ended (ran out, or a successful sign-in)."),
+    ):
+        family(f"ztq_console_login_{key}_total", "counter", text, [({}, logins[key])])
     statuses: dict[str, int] = {}
     for w in workers:
         statuses[w["status"]] = statuses.get(w["status"], 0) + 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from pyramid.csrf import new_csrf_token
@@ -12,6 +13,8 @@ from pyramid.view import view_config
 from ztq.console.i18n import COOKIE, LANGS
 from ztq.console.security import check_login
 from ztq.console.web import safe_next, text_param
+from ztq.core.logins import login_failed, login_succeeded, login_wait
+from ztq.core.streams import write_audit
 
 
 @view_config(route_name="home")
@@ -26,7 +29,8 @@ def home(request: Any) -> HTTPSeeOther:
     permission=NO_PERMISSION_REQUIRED,
 )
 def login_form(request: Any) -> dict[str, Any]:
-    return {"next": safe_next(request.GET.get("next"), ""), "username": "", "failed": False}
+    next_ = safe_next(request.GET.get("next"), "")
+    return {"next": next_, "username": "", "failed": False, "wait": 0}
 
 
 @view_config(
@@ -36,17 +40,41 @@ def login_form(request: Any) -> dict[str, Any]:
     permission=NO_PERMISSION_REQUIRED,
 )
 def login(request: Any) -> Any:
+    """Sign in, throttled per user name and client address (:mod:`ztq.core.logins`): while
+    either is locked every attempt gets 429 with ``Retry-After``, before any password check."""
     name = text_param(request, "username", 64)
     password = request.POST.get("password", "")
     target = safe_next(request.POST.get("next"), request.route_path("workers"))
+    storage, policy = request.storage, request.registry.ztq_settings.login
+    addr = request.remote_addr or "?"  # not X-Forwarded-For: a client could make up one
+    form = {"next": target, "username": name, "failed": False, "wait": 0}
+    wait, ended = login_wait(storage, policy, name, addr)
+    if ended:
+        write_audit(storage, name, "login unlocked", detail=f"address {addr}: the lock ran out")
+    if wait > 0:
+        return _locked(request, form, wait)
     user = check_login(request, name, password if isinstance(password, str) else "")
     if user is None:
+        locks = login_failed(storage, policy, name, addr)
+        if locks.user or locks.addr:
+            detail = f"address {addr}: user locked {locks.user:g}s, address locked {locks.addr:g}s"
+            write_audit(storage, name, "login locked", detail=detail)
+            return _locked(request, form, max(locks))
         request.response.status = 403
-        return {"next": target, "username": name, "failed": True}
+        return {**form, "failed": True}
+    if login_succeeded(storage, policy, name, addr):
+        write_audit(storage, name, "login unlocked", detail=f"address {addr}: signed in")
     request.session.invalidate()  # a fresh session: no fixation across the login
     headers = remember(request, user.name)
     new_csrf_token(request)
     return HTTPSeeOther(location=target, headers=headers)
+
+
+def _locked(request: Any, form: dict[str, Any], wait: float) -> dict[str, Any]:
+    seconds = max(1, math.ceil(wait))
+    request.response.status = 429
+    request.response.headers["Retry-After"] = str(seconds)
+    return {**form, "wait": seconds}
 
 
 @view_config(route_name="logout", request_method="POST")

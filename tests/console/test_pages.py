@@ -217,7 +217,11 @@ def test_redis_down_is_a_503_page(settings: dict) -> None:
     from ztq.console import main
 
     app = TestApp(main({}, **{**settings, "ztq.redis_url": "redis://127.0.0.1:1/0"}))
-    login(app, "ann")
+    form = app.get("/login").forms["login"]
+    form["username"], form["password"] = "ann", "pw"
+    r = form.submit(expect_errors=True)  # sign-in needs the throttle's counters: fails closed
+    assert r.status_int == 503 and "Redis" in r.text
+    app.cookiejar = login(TestApp(main({}, **settings)), "ann").cookiejar  # signed in before
     r = app.get("/queues", expect_errors=True)
     assert r.status_int == 503 and "Redis" in r.text
     assert app.get("/api/queues", expect_errors=True).json["error"]

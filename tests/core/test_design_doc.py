@@ -18,7 +18,13 @@ from ztq.core.storage import Finished, Storage
 from ztq.core.workers import send_command, set_cron_enabled
 
 DESIGN = Path(__file__).resolve().parents[2] / "docs" / "design.md"
-PLACEHOLDERS = {"queue": "q", "priority": "<level>", "minute": "<minute>", "worker_id": "<id>"}
+PLACEHOLDERS = {
+    "queue": "q",
+    "priority": "<level>",
+    "minute": "<minute>",
+    "worker_id": "<id>",
+    "digest": "<id>",
+}
 
 
 def section_table(heading: str) -> list[list[str]]:
@@ -84,6 +90,9 @@ def test_every_key_exists_with_the_documented_type(redis_url: str) -> None:
     storage.pause("reports")
     table = ztq.CronTable([CronEntry("every-minute", t.noop.prepare(), "* * * * *")])
     table.fire(now=(int(time.time()) // 60) * 60 + 0.5)
+    from ztq.core.logins import LoginPolicy, login_failed
+
+    login_failed(storage, LoginPolicy(), "ann", "192.0.2.1")  # the sign-in counters
     scenario.log(storage, "audit-probe", "ops")  # events
     storage.client.xadd(storage.keys.audit, {"who": "ops", "what": "redo"})
     found = [str(k) for k in storage.client.scan_iter(match="ztq:*", count=1000)]

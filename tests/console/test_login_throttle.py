@@ -1,0 +1,80 @@
+"""Login throttling: per user name and per client address, shared through Redis by every
+console process, a 429 with Retry-After while locked, audited and counted (real Redis)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from webtest import TestApp
+
+from tests.console.conftest import PASSWORD
+from tests.worker.conftest import wait_for
+from ztq.console import main
+from ztq.core.logins import LoginPolicy, login_failed, login_wait
+from ztq.core.storage import Storage
+
+
+def read_audit(store: Storage) -> list[dict[str, str]]:
+    return [fields for _, fields in store.client.xrange(store.keys.audit)]
+
+
+def attempt(app: TestApp, name: str, password: str, addr: str = "192.0.2.1", **headers: str) -> Any:
+    env = {"REMOTE_ADDR": addr}
+    form = app.get("/login", extra_environ=env).forms["login"]
+    form["username"], form["password"] = name, password
+    return form.submit(expect_errors=True, extra_environ=env, headers=headers)
+
+
+def test_a_guessing_run_is_locked_and_even_the_right_password_waits(
+    anon: TestApp, store: Storage
+) -> None:
+    for _ in range(5):  # the free failures
+        assert attempt(anon, "ann", "guess").status_int == 403
+    r = attempt(anon, "ann", "guess")
+    assert r.status_int == 429 and r.headers["Retry-After"] == "1"
+    assert "Too many failed sign-ins: try again in 1 s." in r.text
+    r = attempt(anon, "ann", PASSWORD)  # right, but locked: refused before the check
+    assert r.status_int == 429 and "ztq_session=" not in r.headers.get("Set-Cookie", "")
+    # the lock runs out after a second: then the right password signs in
+    wait_for(lambda: attempt(anon, "ann", PASSWORD).status_int == 303, timeout=5, every=0.1)
+    actions = [e["action"] for e in read_audit(store)]
+    assert "login locked" in actions and "login unlocked" in actions
+    locked = next(e for e in read_audit(store) if e["action"] == "login locked")
+    assert locked["user"] == "ann" and "192.0.2.1" in locked["detail"]
+
+
+def test_locks_double_up_to_the_longest(store: Storage) -> None:
+    policy = LoginPolicy(free=2, first=0.05, longest=0.2)
+    got = [login_failed(store, policy, "bob", "198.51.100.7") for _ in range(6)]
+    assert [lock.user for lock in got] == [0, 0, 0.05, 0.1, 0.2, 0.2]
+    assert [lock.addr for lock in got] == [0, 0, 0.05, 0.1, 0.2, 0.2]
+    wait, _ = login_wait(store, policy, "bob", "203.0.113.9")  # another address: the name
+    assert 0 < wait <= 0.2  # is locked all the same
+
+
+def test_an_address_trying_many_names_is_locked_and_a_forged_header_does_not_help(
+    anon: TestApp,
+) -> None:
+    for i in range(5):
+        assert attempt(anon, f"user{i}", "guess").status_int == 403
+    assert attempt(anon, "vic", "guess", X_Forwarded_For="203.0.113.50").status_int == 429
+    assert attempt(anon, "vic", PASSWORD, addr="192.0.2.99").status_int == 303  # elsewhere
+
+
+def test_console_processes_share_the_counters(settings: dict[str, Any], anon: TestApp) -> None:
+    other = TestApp(main({}, **settings))  # a second console process on the same Redis
+    for _ in range(3):
+        assert attempt(anon, "vic", "guess").status_int == 403
+    for _ in range(2):
+        assert attempt(other, "vic", "guess").status_int == 403
+    assert attempt(other, "vic", "guess").status_int == 429
+    assert attempt(anon, "vic", PASSWORD).status_int == 429
+
+
+def test_metrics_count_failures_and_locks(anon: TestApp, operator: TestApp) -> None:
+    for _ in range(6):
+        attempt(anon, "nobody", "guess")
+    text = operator.get("/metrics").text
+    assert "ztq_console_login_failures_total 6" in text
+    assert "ztq_console_login_locks_total 2" in text  # the name and the address
+    assert "# TYPE ztq_console_login_locks_total counter" in text
