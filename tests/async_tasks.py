@@ -120,3 +120,21 @@ async def slow_note(path: str, tag: str, seconds: float) -> None:
     await asyncio.sleep(seconds)
     with open(path, "a") as fh:
         fh.write(f"{tag}\n")
+
+
+@task(queue="crawl")
+async def stubborn(tag: str) -> None:
+    """Swallows the first cancellation (its timeout's), then waits again."""
+    try:
+        await asyncio.sleep(3600)
+    except asyncio.CancelledError:
+        state["cancelled"].append(tag)
+    await asyncio.sleep(3600)
+
+
+@task(queue="crawl")
+async def inner_cancel() -> None:
+    """Lets out the cancellation of something it awaited (not the pool's doing)."""
+    inner = asyncio.ensure_future(asyncio.sleep(10))
+    inner.cancel()
+    await inner

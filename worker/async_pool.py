@@ -49,6 +49,8 @@ class InFlight:
     ctx: RunContext | None = None
     job: asyncio.Task[None] | None = None
     why: BaseException | None = None  # set when the pool cancels it: SoftTimeout or Killed
+    begun: bool = False  # its asyncio task took its first step
+    settled: bool = False  # its ack or failure is queued
 
 
 class AsyncExecutor(BaseExecutor):
@@ -92,7 +94,10 @@ class AsyncExecutor(BaseExecutor):
         info = self.runs.get(task_id)
         if info is None or self.loop is None:
             return False
-        self.loop.call_soon_threadsafe(self._interrupt, info, Killed("killed by an operator"))
+        try:
+            self.loop.call_soon_threadsafe(self._interrupt, info, Killed("killed by an operator"))
+        except RuntimeError:  # the loop has ended: nothing of it runs any more
+            return False
         return True
 
     def resize(self, limit: int) -> None:
@@ -124,6 +129,17 @@ class AsyncExecutor(BaseExecutor):
             with contextlib.suppress(Exception):
                 self.loop.run_until_complete(self.loop.shutdown_asyncgens())
             self.loop.close()
+            self.give_back_held()
+
+    def give_back_held(self) -> None:
+        """The loop ended with leases still held (it stopped on an error, or was abandoned):
+        hand them back now rather than let them wait for the reaper."""
+        for queue, held in self.held_by_queue().items():
+            try:
+                self.storage.release(queue, self.worker.id, held)
+            except ZtqError as exc:  # the leases expire and the reaper hands them on
+                log.warning("async pool %s could not give back %s: %s", self.spec.name, queue, exc)
+        self.held.clear()
 
     async def main(self) -> None:
         self._changed = asyncio.Event()
@@ -135,9 +151,9 @@ class AsyncExecutor(BaseExecutor):
         finally:
             try:
                 await self.flush(fetch=False, free=0)
-            except ZtqError as exc:
+                self.run_dry_hooks()
+            except Exception as exc:  # what was not written expires and runs again
                 log.warning("async pool %s could not flush at exit: %s", self.spec.name, exc)
-            self.run_dry_hooks()
             if self._waker is not None:
                 self._waker.cancel()
                 with contextlib.suppress(BaseException):
@@ -151,26 +167,35 @@ class AsyncExecutor(BaseExecutor):
             exiting = self.should_exit()
             if exiting and not self.runs:
                 return
-            free = self.limit - len(self.runs)
-            fetch = free > 0 and not exiting and not self.worker.paused.is_set()
             try:
-                leased = await self.flush(fetch, free)
+                if await self.step(exiting):
+                    return
                 delay = 0.1
-            except ZtqError as exc:
-                log.warning("async pool %s: %s; retrying in %.1fs", self.spec.name, exc, delay)
+            except Exception as exc:  # Redis unreachable or refusing: the runs go on
+                if isinstance(exc, ZtqError):
+                    log.warning("async pool %s: %s; again in %.1fs", self.spec.name, exc, delay)
+                else:
+                    log.exception("async pool %s: again in %.1fs", self.spec.name, delay)
                 await self._wait(fetch=False, timeout=delay)
                 delay = min(delay * 2, 5.0)
-                continue
-            for lease in leased:
-                self.launch(lease)
-            if fetch and len(leased) == min(free, FETCH_MAX):
-                continue  # it took all it asked for: more may be ready
-            if not self.runs and not leased:
-                self.run_dry_hooks()
-                if self.cfg.burst and self.worker.queues_drained():
-                    return
-            paused = not fetch and not exiting and free > 0
-            await self._wait(fetch=fetch, timeout=PAUSED_LOOK if paused or exiting else None)
+
+    async def step(self, exiting: bool) -> bool:
+        """Write what ended, lease what fits, start it; wait when nothing more is to be had.
+        True when a burst worker's queue ran dry."""
+        free = self.limit - len(self.runs)
+        fetch = free > 0 and not exiting and not self.worker.paused.is_set()
+        leased = await self.flush(fetch, free)
+        for lease in leased:
+            self.launch(lease)
+        if fetch and len(leased) == min(free, FETCH_MAX):
+            return False  # it took all it asked for: more may be ready
+        if not self.runs and not leased:
+            self.run_dry_hooks()
+            if self.cfg.burst and self.worker.queues_drained():
+                return True
+        paused = not fetch and not exiting and free > 0
+        await self._wait(fetch=fetch, timeout=PAUSED_LOOK if paused or exiting else None)
+        return False
 
     async def flush(self, fetch: bool, free: int) -> list[Leased]:
         """Send the acks and failures of the runs that ended, and lease up to ``free`` more,
@@ -184,7 +209,7 @@ class AsyncExecutor(BaseExecutor):
             return []
         try:
             replies = await self.astorage.execute(ops)
-        except ZtqError:
+        except BaseException:  # unreachable, READONLY, OOM ...: kept for the next try
             self.unsent()
             raise
         self.written(replies[:n_writes])
@@ -195,6 +220,9 @@ class AsyncExecutor(BaseExecutor):
         wake-up token arrives; ``idle_wait`` at most."""
         assert self._changed is not None and self.astorage is not None
         waits: set[asyncio.Future[Any]] = set()
+        if not fetch and self._waker is not None and not self._waker.done():
+            self._waker.cancel()  # full or paused: leave wake-up tokens to idle workers
+            self._waker = None
         if fetch:
             if self._waker is None or self._waker.done():
                 self._waker = asyncio.ensure_future(
@@ -226,12 +254,14 @@ class AsyncExecutor(BaseExecutor):
         info.job = asyncio.get_running_loop().create_task(
             self.run_one(info), name=f"ztq {lease.queue}:{lease.id}"
         )
+        # here, not in run_one: a task cancelled before its first step never runs its body
+        info.job.add_done_callback(lambda _: self._ended(info))
 
     async def run_one(self, info: InFlight) -> None:
         """Run one leased task on the loop and settle it, in an asyncio task of its own (so
         its context, hence ``current_run()`` and a trace span, is its own)."""
+        info.begun = True
         lease = info.lease
-        settled = False
         try:
             run, todo = self.begin(lease)
             info.task = run.task
@@ -240,20 +270,22 @@ class AsyncExecutor(BaseExecutor):
             else:
                 outcome = await self._execute(run, info, *todo)
             self.settle(run, lease, outcome)
-            settled = True
+            info.settled = True
             run.app.middleware.notify("after_run", run, outcome)
         except asyncio.CancelledError:
-            pass  # abandoned after the grace period: the worker handed its lease back
+            # abandoned after the grace period: the worker handed its lease back
+            log.warning("async pool %s: run of %s abandoned", self.spec.name, lease.id)
         except ZtqError as exc:  # a hook could not reach Redis: the lease expires, it reruns
             log.warning("async pool %s: run of %s: %s", self.spec.name, lease.id, exc)
         except Exception:
             log.exception("async pool %s: run of %s crashed", self.spec.name, lease.id)
-        finally:
-            self.runs.pop(lease.id, None)
-            if not settled:  # not renewed any more: the reaper hands it on
-                self.held.pop((lease.queue, lease.id), None)
-            if self._changed is not None:
-                self._changed.set()
+
+    def _ended(self, info: InFlight) -> None:
+        self.runs.pop(info.lease.id, None)
+        if not info.settled:  # not renewed any more: the reaper hands it on
+            self.held.pop((info.lease.queue, info.lease.id), None)
+        if self._changed is not None:
+            self._changed.set()
 
     async def _execute(
         self, run: Run, info: InFlight, tf: Any, args: list[Any], kwargs: dict[str, Any]
@@ -275,11 +307,14 @@ class AsyncExecutor(BaseExecutor):
                 timer.cancel()
 
     def _interrupt(self, info: InFlight, why: BaseException) -> None:
-        """Cancel a run for a reason its outcome will carry (on the loop's thread)."""
-        if info.job is None or info.job.done() or info.why is not None:
+        """Cancel a run for a reason its outcome will carry (on the loop's thread). Again on
+        each call: a task that swallowed a timeout's cancellation can still be killed."""
+        if info.job is None or info.job.done():
             return
         info.why = why
-        info.job.cancel()
+        if info.begun:
+            info.job.cancel()
+        # not begun yet: acall sees info.why before the task's code starts
 
     def _cancel_all(self) -> None:
         for info in list(self.runs.values()):

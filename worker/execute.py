@@ -220,16 +220,22 @@ async def acall(
     """Await an ``async def`` task and classify the result, as :func:`call` does. A
     cancellation the pool asked for (``interrupted()`` says why: :class:`SoftTimeout`,
     :class:`Killed`) is the run's failure; any other cancellation goes on up."""
+    early = interrupted()
+    if early is not None:  # killed before its first step: its code never starts
+        return _failure(tf.name, early)
     try:
         value = await tf.fn(*args, **kwargs)
     except Retry as exc:
         return _retry(tf.name, exc)
     except asyncio.CancelledError as exc:
         why = interrupted()
-        if why is None:
-            raise
-        why.__cause__ = exc
-        return _failure(tf.name, why)
+        if why is not None:
+            why.__cause__ = exc
+            return _failure(tf.name, why)
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise  # the pool itself is being cancelled (shutdown): not this run's failure
+        return _failure(tf.name, exc)  # the task's code let an inner cancellation out
     except Exception as exc:
         return _failure(tf.name, exc)
     return _returned(tf.name, value)

@@ -136,12 +136,13 @@ class BaseExecutor(threading.Thread):
 
     def unsent(self) -> None:
         """Sending failed (Redis unreachable): keep the batch for the next round trip."""
-        batch, self.sending = self.sending, Batch()
+        batch = self.sending  # seen as settling all along (renew_leases)
         for queue, items in self.pending.acks.items():
             batch.acks.setdefault(queue, []).extend(items)
         batch.fails += self.pending.fails
         batch.settled += self.pending.settled
         self.pending = batch
+        self.sending = Batch()
 
     def settling(self, key: tuple[str, str]) -> bool:
         """The run of ``key`` (queue, id) ended here and its ack or failure is not written yet."""
@@ -299,7 +300,7 @@ class Executor(BaseExecutor):
             return []
         try:
             replies = self.storage.execute(ops)
-        except ZtqError:
+        except BaseException:  # unreachable, READONLY, OOM ...: kept for the next try
             self.unsent()
             raise
         self.written(replies[:n_writes])

@@ -28,7 +28,7 @@ from ztq.core.workers import (
     write_heartbeat,
 )
 from ztq.worker.async_pool import AsyncExecutor
-from ztq.worker.config import ThreadSpec, WorkerConfig
+from ztq.worker.config import MAX_ASYNC, MAX_THREADS, ThreadSpec, WorkerConfig
 from ztq.worker.executor import BaseExecutor, Executor
 from ztq.worker.scheduler import Scheduler
 from ztq.worker.sysinfo import SysInfo
@@ -265,11 +265,10 @@ class Worker:
             log_event(self.storage, "command", self.id, f"{name} by {cmd.get('by', '?')}")
 
     def set_threads(self, queue: str, threads: Any) -> None:
+        """Run ``threads`` executors on ``queue`` (an async pool: that many tasks at once, on
+        its one event loop); the queue keeps the pool kind it has, or was configured with."""
         if not self.cfg.active_config:
             log.warning("set_threads refused: active_config is off for this worker")
-            return
-        if isinstance(threads, bool) or not isinstance(threads, int) or not 0 <= threads <= 256:
-            log.warning("set_threads refused: bad thread count %r", threads)
             return
         from ztq.core.keys import check_queue
 
@@ -280,27 +279,43 @@ class Worker:
                 for ex in self.executors
                 if ex.spec.queues == (queue,) and not ex.retired.is_set() and ex.is_alive()
             ]
-        pool = mine[0].spec.pool if mine else "thread"
-        if pool == "async" and threads > 0:  # one event loop: its number of tasks changes
-            before = mine[0].capacity
-            mine[0].resize(threads)
-            for ex in mine[1:]:
-                ex.retired.set()
-            log_event(self.storage, "config", self.id,
-                      f"async tasks for {queue}: {before} -> {threads}")  # fmt: skip
+        configured = [spec for spec in self.cfg.threads if spec.queues == (queue,)]
+        pool = mine[0].spec.pool if mine else configured[0].pool if configured else "thread"
+        top = MAX_ASYNC if pool == "async" else MAX_THREADS
+        if isinstance(threads, bool) or not isinstance(threads, int) or not 0 <= threads <= top:
+            log.warning("set_threads refused: bad count %r for %s (0-%d)", threads, queue, top)
+            return
+        if pool == "async":
+            self._resize_async(queue, mine, threads)
             return
         for ex in mine[threads:]:
             ex.retired.set()
-        concurrency = mine[0].spec.concurrency if mine else 1
         taken = {ex.spec.name for ex in self.executors if ex.is_alive()}
         i = 0
         for _ in range(threads - len(mine)):
             while f"{queue}-{i}" in taken:
                 i += 1
             taken.add(f"{queue}-{i}")
-            self.add_executor(ThreadSpec(f"{queue}-{i}", (queue,), pool, concurrency))
+            self.add_executor(ThreadSpec(f"{queue}-{i}", (queue,), pool))
         self.storage.register_queue(queue)
         log_event(self.storage, "config", self.id, f"threads for {queue}: {len(mine)} -> {threads}")
+
+    def _resize_async(self, queue: str, mine: list[BaseExecutor], tasks: int) -> None:
+        """An async pool is one event loop: its number of tasks at once changes (0 retires it,
+        and a later count starts it again)."""
+        before = mine[0].capacity if mine else 0
+        for ex in mine[1:] if tasks else mine:
+            ex.retired.set()
+        if tasks and mine and isinstance(mine[0], AsyncExecutor):
+            mine[0].resize(tasks)
+        elif tasks:
+            taken = {ex.spec.name for ex in self.executors if ex.is_alive()}
+            name = next(
+                f"{queue}-{i}" for i in range(len(taken) + 1) if f"{queue}-{i}" not in taken
+            )
+            self.add_executor(ThreadSpec(name, (queue,), "async", tasks))
+        self.storage.register_queue(queue)
+        log_event(self.storage, "config", self.id, f"async tasks for {queue}: {before} -> {tasks}")
 
     def kill(self, thread: str, task_id: str) -> bool:
         """Kill the task running on ``thread`` if it is still ``task_id`` (and the child

@@ -281,3 +281,68 @@ def test_concurrent_runs_each_carry_their_own_trace_span(start_worker, redis_url
     for i, h in enumerate(handles):
         assert fetches[f"fetch {i}"].parent.span_id == runs[h.id].context.span_id
     assert max(s.start_time for s in fetches.values()) < min(s.end_time for s in fetches.values())
+
+
+def test_a_run_that_swallowed_its_timeout_can_still_be_killed(start_worker) -> None:
+    from tests.async_tasks import stubborn
+
+    worker = start_worker({"crawl": 2}, pool="async", **IMPORTS)
+    h = stubborn.enqueue(("s",), timeout=0.2)
+    wait_for(lambda: async_tasks.state["cancelled"] == ["s"])  # the timeout fired, in vain
+    assert ztq.ping(h) == "running"
+    send_command(ztq.get_storage(), worker.id, "kill", thread="crawl-0", task_id=h.id, by="t")
+    with pytest.raises(TaskFailed) as caught:
+        h.get(timeout=10)
+    assert caught.value.error_type == "Killed"
+
+
+def test_a_cancellation_the_task_lets_out_is_its_failure(start_worker) -> None:
+    from tests.async_tasks import inner_cancel
+
+    start_worker({"crawl": 2}, pool="async", **IMPORTS)
+    h = inner_cancel.delay()
+    with pytest.raises(TaskFailed) as caught:
+        h.get(timeout=10)
+    assert caught.value.error_type == "CancelledError"
+    assert h.record().get("attempts") == 1 and h.record().get("lost", 0) == 0
+
+
+def test_set_threads_to_zero_and_back_keeps_the_pool_async(start_worker) -> None:
+    worker = start_worker({"crawl": 3}, pool="async", **IMPORTS)
+    storage = ztq.get_storage()
+    send_command(storage, worker.id, "set_threads", queue="crawl", threads=0, by="test")
+    wait_for(lambda: get_worker(storage, worker.id).data["threads"] == {})
+    send_command(storage, worker.id, "set_threads", queue="crawl", threads=1000, by="test")
+    wait_for(lambda: get_worker(storage, worker.id).data["threads"] == {"crawl": 1000})
+    assert fetch.delay("back").get(timeout=10)["url"] == "back"  # an async def, so async
+
+
+@pytest.mark.parametrize("pool", ["thread", "async"])
+def test_an_ack_redis_refuses_is_kept_and_sent_later(
+    start_worker, pool: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Redis refuses writes (READONLY, not a connection error) as a run ends: the ack waits
+    for Redis to take writes again, and the task is not run twice."""
+    from tests import sample_tasks
+    from tests.async_tasks import slow_note
+
+    marker = tmp_path / "ended"
+    if pool == "async":
+        start_worker({"crawl": 2}, pool="async", **IMPORTS)
+        h = slow_note.delay(str(marker), "x", 0.3)
+    else:
+        start_worker({"default": 1})
+        h = sample_tasks.sleepy.delay(0.3, str(marker))
+    client = ztq.get_storage().client
+    wait_for(lambda: ztq.ping(h) == "running")
+    client.replicaof("127.0.0.1", "1")  # a replica of nothing: every write is refused
+    try:
+        with caplog.at_level("WARNING", logger="ztq.worker"):
+            wait_for(marker.exists)  # the run ended ...
+            wait_for(lambda: "read only replica" in caplog.text)  # ... and its ack was refused
+        assert ztq.ping(h) == "running"
+    finally:
+        client.replicaof("NO", "ONE")
+    assert h.get(timeout=10) == (None if pool == "async" else "slept")
+    assert h.record().get("attempts") == 1  # acked late, not run again
+    assert marker.read_text().count("\n") == 1
