@@ -21,6 +21,7 @@ import redis
 
 ROOT = Path(__file__).resolve().parent.parent
 DB = {"ztq": 1, "rq": 2, "huey": 3, "dramatiq": 4, "celery": 5, "arq": 6}
+SLEEP_CONCURRENCY = 200  # tasks at once in the asyncio sleep measure (issue 9)
 _stamp_client: redis.Redis | None = None
 
 

@@ -6,10 +6,11 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bench.console import RouteTimes
 from bench.profile import Profiles
-from bench.report import Row, fmt, table
+from bench.report import Row, fmt, sleep_median, sleep_ratios, sleep_table, table
 
 FRAME = re.compile(r"^[\s|`-]*(\d+\.\d+)\s+(\S+)")  # a pyinstrument text frame: time, name
 COMMAND = "make bench    # = .venv/bin/python -m bench.run (creates .venv-bench on first use)"
@@ -65,6 +66,18 @@ WHY = {
 }
 
 
+# Why a configuration of the asyncio measure has a tail (its last 10% took longer than the rest).
+SLEEP_WHY = {
+    "ztq threads": (
+        "The executor threads of a ztq worker share one redis-py client, whose connection pool "
+        "holds at most 100 connections (redis-py 8's default): the worker log fills with `Too "
+        "many connections`, so only about 100 of the 200 threads run tasks (the others back "
+        "off, up to 5 s between tries), and the tasks whose ack could not be sent wait for "
+        "their lease (15 s) to expire and run again."
+    ),
+}
+
+
 @dataclass
 class Context:
     machine: dict[str, str]
@@ -78,6 +91,8 @@ class Context:
     failures: list[str] = field(default_factory=list)
     elapsed: float = 0.0
     reps: int = 0
+    sleep: dict[str, Any] | None = None  # the asyncio sleep measure: sizes, settings
+    sleep_results: dict[str, dict[str, list[float]]] = field(default_factory=dict)
 
 
 def _why(row: Row, ctx: Context) -> str:
@@ -188,6 +203,7 @@ def render(ctx: Context) -> str:
         "",
     ]
     out += _console_section(ctx.console)
+    out += _asyncio_section(ctx)
     out += _profile_section(ctx.profiles)
     misses = [r for r in ctx.rows if r.met is False]
     out += ["## Targets missed", ""]
@@ -220,6 +236,60 @@ def _console_section(console: list[RouteTimes] | str) -> list[str]:
             out.append(f"| `{r.path}` | {r.status} | {r.median:.1f} | {r.p99:.1f} | {ok} |")
         else:
             out.append(f"| `{r.path}` | {r.status} | — | — | **no** |")
+    return [*out, ""]
+
+
+def ideal(ctx: Context) -> float:
+    s = ctx.sleep or {}
+    return float(s.get("n", 0) * s.get("seconds", 0.0) / s.get("concurrency", 1))
+
+
+def _asyncio_section(ctx: Context) -> list[str]:
+    out = ["## 8. asyncio: tasks that sleep, on one worker process", ""]
+    s, m = ctx.sleep, ctx.machine
+    if not s or not ctx.sleep_results:
+        return [*out, "Not run.", ""]
+    n, seconds, conc = s["n"], s["seconds"], s["concurrency"]
+    changed = m.get("code_start") != m.get("code_end")
+    versions = ", ".join(f"{k} {ctx.versions.get(k, '?')}" for k in ("ztq", "arq", "redis"))
+    out += [
+        f"Issue 9: {n:,} tasks that each sleep {seconds} s are queued first (not timed), then "
+        f"one worker process runs up to {conc} of them at once. Wall time: from starting the "
+        "worker process (its start-up included) to the first progress poll (every 5 ms) that "
+        f"sees none left; tasks/s = {n:,} / wall time; *first done* and *90% done*: until a "
+        "poll first sees one finished, and at most 10% left. The ideal is "
+        f"{n:,} × {seconds} s / {conc} = {ideal(ctx):.1f} s. Each "
+        f"cell: median (min–max) of {ctx.reps} repetitions, configurations interleaved (the "
+        "order rotates each repetition); INFO logging for ztq, as in the drain. This section "
+        "alone: `.venv/bin/python -m bench.run --only asyncio` (rewrites only it).",
+        "",
+        f"Measured on {m['nproc']} CPUs ({m['cpu']}), load average at the start "
+        f"{m.get('load_start', '?')}, at the end {m['load']}; Python {m['python']}, {versions}; "
+        f"ztq code of commit {m.get('code_start', '?')}"
+        + (f" (at the end {m.get('code_end')})" if changed else "")
+        + ".",
+        "",
+        sleep_table(ctx.sleep_results, s["settings"], ideal(ctx)),
+        "",
+    ]
+    for label, ratio in sleep_ratios(ctx.sleep_results).items():
+        out.append(
+            f"- ztq async against {label}: {fmt(ratio, '')}x as fast (the median wall time of "
+            f"{label} / that of ztq async)"
+        )
+    for label, _ in s["settings"]:
+        most, wall = (sleep_median(ctx.sleep_results, k, label) for k in ("most", "wall"))
+        if wall > 2 * most:
+            out.append(
+                f"- {label}: 90% were done after {fmt(most, 's')} s, all after {fmt(wall, 's')} "
+                "s. " + SLEEP_WHY.get(label, "")
+            )
+    out += [f"- failed: {f}" for f in ctx.failures if f.startswith("asyncio /")]
+    for name in s.get("missing", []):
+        out.append(
+            f"- {name}: not measured, it is not installed in `.venv-bench` (`bench/env.py` "
+            "installs it only where it fits beside the others' redis-py)"
+        )
     return [*out, ""]
 
 
@@ -273,3 +343,22 @@ def _profile_section(p: Profiles | None) -> list[str]:
 
 def write(path: Path, ctx: Context) -> None:
     path.write_text(render(ctx), encoding="utf-8")
+
+
+SECTIONS = {"asyncio": _asyncio_section}  # what ``run.py --only`` can rewrite alone
+LATER = ("## Where the time goes", "## Targets missed")  # a new section goes before these
+
+
+def update(path: Path, ctx: Context, name: str) -> None:
+    """Rewrite one section of an existing report, from its heading to the next ``## ``;
+    a section the report lacks goes before the profiles (where ``render`` puts it)."""
+    new = SECTIONS[name](ctx)
+    lines = path.read_text(encoding="utf-8").split("\n") if path.exists() else []
+    heads = [i for i, line in enumerate(lines) if line.startswith("## ")]
+    start = next((i for i in heads if lines[i] == new[0]), None)
+    if start is not None:
+        end = next((i for i in heads if i > start), len(lines))
+    else:
+        later = [i for i in heads if lines[i].startswith(LATER)]
+        start = end = later[0] if later else len(lines)
+    path.write_text("\n".join(lines[:start] + new + lines[end:]), encoding="utf-8")

@@ -225,3 +225,38 @@ def recovery(peers: list[Peer], logs: Path, cap: float, settle: float = 8.0) -> 
     finally:
         for group in procs.values():
             stop(group)
+
+
+# -- 8: asyncio, tasks that sleep, on one worker process (issue 9) -----------------------------
+def sleeps(peer: Peer, label: str, n: int, seconds: float, logs: Path) -> dict[str, float]:
+    """Seconds from starting one worker process until all of ``n`` queued tasks that each
+    sleep ``seconds`` have finished (start-up included); until the first one and until 90%
+    have (the last 10% taking longer than the rest is a tail: tasks that waited)."""
+    peer.reset()
+    peer.fill_sleeps(label, n, seconds)
+    client = peer.client()
+    queued = peer.sleeps_left(label, client)
+    if queued != n:
+        raise RuntimeError(f"{label}: filled {n} tasks but {queued} are queued")
+    log = logs / f"{label.replace(' ', '-')}-sleeps.log"
+    t0 = time.perf_counter()
+    proc = spawn(peer.sleep_command(label), log, peer.worker_env())
+    first = most = math.nan
+    deadline = time.monotonic() + 120 + n * seconds / 10
+    try:
+        while time.monotonic() < deadline:
+            left = peer.sleeps_left(label, client)
+            now = time.perf_counter() - t0
+            if left < n and math.isnan(first):
+                first = now
+            if left <= n // 10 and math.isnan(most):
+                most = now
+            if left == 0:
+                return {"wall": now, "rate": n / now, "first": first, "most": most}
+            if proc.poll() is not None:
+                raise RuntimeError(f"{label}: the worker exited ({proc.returncode}), see {log}")
+            time.sleep(POLL)
+        return {"wall": math.nan, "rate": math.nan, "first": first, "most": most}
+    finally:
+        stop([proc])
+        client.close()

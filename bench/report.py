@@ -133,3 +133,33 @@ def table(rs: list[Row], labels: list[str]) -> str:
         cols += [best, ratio, r.measure.target, met]
         lines.append("| " + " | ".join(cols) + " |")
     return "\n".join(lines)
+
+
+# -- 8: asyncio sleep measure ------------------------------------------------------------------
+SLEEP_BASE = "ztq async"  # the configuration the others are compared with
+
+
+def sleep_table(results: Results, settings: list[list[str]], ideal: float) -> str:
+    """One row per configuration: wall time, tasks/s, ideal / wall, first and 90% done."""
+    head = ["configuration", "worker", "wall time, s", "tasks/s", "ideal / wall"]
+    head += ["first done, s", "90% done, s"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for label, setting in settings:
+        got = {k[len("sleep_") :]: v.get(label, []) for k, v in results.items()}
+        wall = got.get("wall", [])
+        share = ideal / _med(wall) if wall else math.nan
+        cols = [label, setting, summary(wall, "s"), summary(got.get("rate", []), "tasks/s")]
+        cols += [fmt(share, ""), summary(got.get("first", []), "s")]
+        lines.append("| " + " | ".join([*cols, summary(got.get("most", []), "s")]) + " |")
+    return "\n".join(lines)
+
+
+def sleep_median(results: Results, key: str, label: str) -> float:
+    return _med(results.get(f"sleep_{key}", {}).get(label, []))
+
+
+def sleep_ratios(results: Results) -> dict[str, float]:
+    """How many times as fast as each other configuration ``SLEEP_BASE`` is (median walls)."""
+    walls = {label: _med(values) for label, values in results.get("sleep_wall", {}).items()}
+    base = walls.get(SLEEP_BASE, math.nan)
+    return {label: wall / base for label, wall in walls.items() if label != SLEEP_BASE}

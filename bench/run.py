@@ -1,7 +1,9 @@
 """``make bench``: every measurement of issue 5 for ztq and its peers, into docs/benchmarks.md.
 
-Run as ``python -m bench.run [--reps N] [--quick] [--skip-console]``. Outside
-``.venv-bench`` it builds that venv (first run) and re-executes itself inside it.
+Run as ``python -m bench.run [--reps N] [--quick] [--skip-console] [--only asyncio]``.
+Outside ``.venv-bench`` it builds that venv (first run) and re-executes itself inside it.
+``--only SECTION`` measures one section of the report and rewrites only that section of
+``--out`` (the rest of the file stays as the last full run wrote it).
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ class Plan:
     lead: float = 2.0
     recovery_cap: float = 90.0
     console_reps: int = 30
+    sleep_n: int = 10_000  # asyncio sleep measure (issue 9): tasks, each sleeping sleep_s
+    sleep_s: float = 0.1
 
     def drain_size(self, label: str) -> int:
         if label in ("rq", "arq", "dramatiq"):
@@ -90,6 +94,7 @@ def quick_plan() -> Plan:
         delayed_n=100,
         recovery_cap=30.0,
         console_reps=5,
+        sleep_n=2_000,
     )
 
 
@@ -118,6 +123,16 @@ class Runner:
         shown = ", ".join(f"{k}={v:,.2f}" for k, v in got.items())
         print(f"  {what:9s} {label:12s} {shown}  ({time.monotonic() - t0:.1f}s)", flush=True)
         return got
+
+    def sleeps(self, rep: int, sleepers: list[tuple[Any, str]]) -> None:
+        from bench import measures as m
+
+        p = self.plan
+        for peer, label in rotate(sleepers, rep):
+            args = (peer, label, p.sleep_n, p.sleep_s, self.logs)
+            got = self.attempt("asyncio", label, m.sleeps, *args)
+            for key in ("wall", "rate", "first", "most"):
+                self.put(f"sleep_{key}", label, got.get(key))
 
     def put(self, key: str, label: str, value: float | None) -> None:
         self.results[key][label].append(math.nan if value is None else value)
@@ -149,11 +164,15 @@ class Runner:
                 self.put(f"late_{key}", peer.label, got.get(key))
 
 
+SECTIONS = ("asyncio",)  # what --only can pick: the sections that stand alone in the report
+
+
 def parse(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__)
     ap.add_argument("--reps", type=int, help="repetitions (default 3)")
     ap.add_argument("--quick", action="store_true", help="1 repetition, small sizes (a smoke run)")
     ap.add_argument("--skip-console", action="store_true", help="leave point 7 out")
+    ap.add_argument("--only", choices=SECTIONS, help="measure one section, rewrite only it")
     ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
     ap.add_argument("--render", metavar="RESULTS_JSON", help="only rewrite --out from a run")
     return ap.parse_args(argv)
@@ -189,18 +208,65 @@ def main(argv: list[str] | None = None) -> int:
 def run(
     plan: Plan, args: argparse.Namespace, logs: Path, started: float, load: str, code: str
 ) -> int:
-    from bench import console, measures, peers, profile
-    from bench.common import stamp_client
+    from bench import peers
+    from bench.common import SLEEP_CONCURRENCY, stamp_client
     from bench.peers.dramatiq_peer import PREFETCH_64
-    from bench.peers.ztq_peer import ZtqPeer
 
     names = [n for n in peers.MODULES if peers.available(n)]
     lineup = [peers.load(n) for n in names]
     drainers = [*lineup, PREFETCH_64]
+    sleepers = [(peer, label) for peer in lineup for label in peer.sleep_pools]
     runner = Runner(plan, logs)
     for rep in range(plan.reps):
         print(f"bench: repetition {rep + 1} of {plan.reps}", flush=True)
-        runner.repetition(rep, lineup, drainers)
+        if not args.only:
+            runner.repetition(rep, lineup, drainers)
+        runner.sleeps(rep, sleepers)
+    profiles, routes = (None, "Not run (`--only`).") if args.only else rest(runner, lineup, args)
+    info = stamp_client().info("server")
+    dump: dict[str, Any] = {
+        "only": args.only,
+        "results": {k: dict(v) for k, v in runner.results.items()},
+        "labels": [p.label for p in drainers],
+        "never": {"recovery": f"not in {plan.recovery_cap:.0f} s"},
+        "machine": {
+            **env.machine(str(info["redis_version"])),
+            "load_start": load,
+            "code_start": code,
+            "code_end": env.git_state(),
+        },
+        "versions": env.versions(),
+        "settings": [(p.label, p.setting_1, p.setting_2) for p in drainers],
+        "sizes": plan.lines(),
+        "sleep": {
+            "n": plan.sleep_n,
+            "seconds": plan.sleep_s,
+            "concurrency": SLEEP_CONCURRENCY,
+            "settings": [(label, peer.sleep_pools[label]) for peer, label in sleepers],
+            "missing": [n for n in env.OPTIONAL if n not in names],
+        },
+        "profiles": None if profiles is None else dataclasses.asdict(profiles),
+        "console": routes if isinstance(routes, str) else [dataclasses.asdict(r) for r in routes],
+        "failures": runner.failures,
+        "elapsed": time.monotonic() - started,
+        "reps": plan.reps,
+    }
+    saved = logs / "results.json"
+    saved.write_text(json.dumps(dump, indent=1))
+    render(dump, Path(args.out))
+    if not runner.failures:  # worker logs are tens of MB of per-task lines: keep them on failure
+        for log_file in logs.glob("*.log"):
+            log_file.unlink()
+    print(f"bench: raw numbers in {saved} (re-render with --render {saved})")
+    return 0
+
+
+def rest(runner: Runner, lineup: list[Any], args: argparse.Namespace) -> tuple[Any, Any]:
+    """Recovery, the profiles and the console: once each, after the repetitions."""
+    from bench import console, measures, profile
+    from bench.peers.ztq_peer import ZtqPeer
+
+    plan, logs = runner.plan, runner.logs
     print("bench: recovery after SIGKILL (all libraries at once)", flush=True)
     got = runner.attempt("recovery", "all", measures.recovery, lineup, logs, plan.recovery_cap)
     for peer in lineup:
@@ -222,34 +288,7 @@ def run(
     if not args.skip_console:
         print("bench: console at scale (filling Redis)", flush=True)
         routes = console_at_scale(plan.console_reps, logs)
-    info = stamp_client().info("server")
-    dump: dict[str, Any] = {
-        "results": {k: dict(v) for k, v in runner.results.items()},
-        "labels": [p.label for p in drainers],
-        "never": {"recovery": f"not in {plan.recovery_cap:.0f} s"},
-        "machine": {
-            **env.machine(str(info["redis_version"])),
-            "load_start": load,
-            "code_start": code,
-            "code_end": env.git_state(),
-        },
-        "versions": env.versions(),
-        "settings": [(p.label, p.setting_1, p.setting_2) for p in drainers],
-        "sizes": plan.lines(),
-        "profiles": None if profiles is None else dataclasses.asdict(profiles),
-        "console": routes if isinstance(routes, str) else [dataclasses.asdict(r) for r in routes],
-        "failures": runner.failures,
-        "elapsed": time.monotonic() - started,
-        "reps": plan.reps,
-    }
-    saved = logs / "results.json"
-    saved.write_text(json.dumps(dump, indent=1))
-    render(dump, Path(args.out))
-    if not runner.failures:  # worker logs are tens of MB of per-task lines: keep them on failure
-        for log_file in logs.glob("*.log"):
-            log_file.unlink()
-    print(f"bench: raw numbers in {saved} (re-render with --render {saved})")
-    return 0
+    return profiles, routes
 
 
 def console_at_scale(reps: int, logs: Path) -> list[Any] | str:
@@ -288,9 +327,16 @@ def render(dump: dict[str, Any], out: Path) -> None:
         failures=dump["failures"],
         elapsed=dump["elapsed"],
         reps=dump["reps"],
+        sleep=dump.get("sleep"),
+        sleep_results={k: v for k, v in dump["results"].items() if k.startswith("sleep_")},
     )
-    docs.write(out, ctx)
-    print(report.table(rows, labels))
+    if dump.get("only"):
+        docs.update(out, ctx, dump["only"])
+    else:
+        docs.write(out, ctx)
+        print(report.table(rows, labels))
+    if ctx.sleep:
+        print(report.sleep_table(ctx.sleep_results, ctx.sleep["settings"], docs.ideal(ctx)))
     print(f"bench: wrote {out} ({dump['elapsed'] / 60:.1f} min of measuring)")
 
 

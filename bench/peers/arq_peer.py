@@ -10,7 +10,7 @@ import redis
 from arq import create_pool
 from arq.connections import ArqRedis, RedisSettings
 
-from bench.common import peer_url, record_start
+from bench.common import SLEEP_CONCURRENCY, peer_url, record_start
 from bench.peers.base import Peer
 
 SETTINGS = RedisSettings.from_dsn(peer_url("arq"))
@@ -29,9 +29,19 @@ async def hold(ctx: dict[str, Any], i: int) -> None:
     await asyncio.sleep(600)
 
 
+async def asleep(ctx: dict[str, Any], i: int, seconds: float) -> None:
+    await asyncio.sleep(seconds)
+
+
 class WorkerSettings:
     functions = [noop, stamp, hold]
     redis_settings = SETTINGS
+
+
+class SleepSettings:  # the asyncio sleep measure: as many jobs at once as ztq's pools
+    functions = [asleep]
+    redis_settings = SETTINGS
+    max_jobs = SLEEP_CONCURRENCY
 
 
 class ArqPeer(Peer):
@@ -39,6 +49,10 @@ class ArqPeer(Peer):
     module = __name__
     setting_1 = "`arq` CLI, defaults (asyncio, max_jobs 10, poll_delay 0.5 s)"
     setting_2 = "2 `arq` processes"
+    sleep_pools = {
+        "arq": f"`arq` CLI, `max_jobs = {SLEEP_CONCURRENCY}` (other settings default), "
+        "`async def` that does `await asyncio.sleep(0.1)`"
+    }
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
@@ -68,6 +82,21 @@ class ArqPeer(Peer):
 
     def enqueue_hold(self, i: int) -> None:
         self.loop.run_until_complete(self.pool.enqueue_job("hold", i))
+
+    def fill_sleeps(self, label: str, n: int, seconds: float) -> None:
+        pool = self.pool
+
+        async def go() -> None:
+            for i in range(n):
+                await pool.enqueue_job("asleep", i, seconds)
+
+        self.loop.run_until_complete(go())
+
+    def sleep_command(self, label: str) -> list[str]:
+        return [self.python, "-m", "arq", f"{self.module}.SleepSettings"]
+
+    def sleeps_left(self, label: str, client: redis.Redis) -> int:
+        return self.remaining(client, 0)
 
     def worker_commands(self, procs: int, *, scheduler: bool = False) -> list[list[str]]:
         return [[self.python, "-m", "arq", f"{self.module}.WorkerSettings"] for _ in range(procs)]

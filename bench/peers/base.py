@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from abc import ABC, abstractmethod
+from typing import ClassVar
 
 import redis
 
@@ -19,6 +20,8 @@ class Peer(ABC):
     setting_1: str = ""  # worker setting for one process, as printed in the report
     setting_2: str = ""  # ... and for two processes
     bulk_api: str = ""  # the bulk enqueue API, '' when the library has none
+    # configurations of the asyncio sleep measure: label -> its worker, as printed
+    sleep_pools: ClassVar[dict[str, str]] = {}
     python = sys.executable
 
     @property
@@ -85,3 +88,16 @@ class Peer(ABC):
 
     def worker_env(self) -> dict[str, str]:
         return {}
+
+    # -- the asyncio sleep measure: tasks that sleep, one worker process -------------------------
+    def fill_sleeps(self, label: str, n: int, seconds: float) -> None:
+        """Queue ``n`` tasks that each sleep ``seconds``, for the configuration ``label``."""
+        raise NotImplementedError
+
+    def sleep_command(self, label: str) -> list[str]:
+        """The one worker process of ``label``, running ``SLEEP_CONCURRENCY`` tasks at once."""
+        raise NotImplementedError
+
+    def sleeps_left(self, label: str, client: redis.Redis) -> int:
+        """How many of the tasks of ``label`` have not finished yet."""
+        raise NotImplementedError

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import redis
 
-from bench.common import peer_url, record_start
+from bench.common import SLEEP_CONCURRENCY, peer_url, record_start
 from bench.peers.base import Peer
 from ztq.core import connect, task, transaction
 from ztq.core.keys import Keys
@@ -29,12 +30,31 @@ def hold(i: int) -> None:
     time.sleep(600)
 
 
+@task(queue="sleep-async")
+async def asleep(i: int, seconds: float) -> None:
+    await asyncio.sleep(seconds)
+
+
+@task(queue="sleep-threads")
+def tsleep(i: int, seconds: float) -> None:
+    time.sleep(seconds)
+
+
+SLEEPS = {"ztq async": (asleep, "async"), "ztq threads": (tsleep, "thread")}
+
+
 class ZtqPeer(Peer):
     name = label = "ztq"
     module = __name__
     setting_1 = "1 process, 1 thread (`--queue default:1`), default prefetch 32, INFO log"
     setting_2 = "2 processes, 1 thread each"
     bulk_api = "`with transaction():` (one pipeline)"
+    sleep_pools = {
+        "ztq async": f"`--queue sleep-async:{SLEEP_CONCURRENCY}:async`: one event loop, "
+        "`async def` that does `await asyncio.sleep(0.1)`",
+        "ztq threads": f"`--queue sleep-threads:{SLEEP_CONCURRENCY}`: {SLEEP_CONCURRENCY} "
+        "threads, `def` that does `time.sleep(0.1)`",
+    }
 
     def __init__(self) -> None:
         self.keys = Keys("ztq")
@@ -75,11 +95,31 @@ class ZtqPeer(Peer):
         return [[*cmd, "--import", self.module] for _ in range(procs)]
 
     def remaining(self, client: redis.Redis, total: int) -> int:
+        return self._left(client, "default")
+
+    def _left(self, client: redis.Redis, queue: str) -> int:
         pipe = client.pipeline(transaction=False)
         for p in PRIORITIES:
-            pipe.llen(self.keys.ready("default", p))
-        pipe.zcard(self.keys.running("default"))
+            pipe.llen(self.keys.ready(queue, p))
+        pipe.zcard(self.keys.running(queue))
         return sum(int(x) for x in pipe.execute())
+
+    def fill_sleeps(self, label: str, n: int, seconds: float) -> None:
+        self._connect()
+        fn = SLEEPS[label][0]
+        for start in range(0, n, 5000):
+            with transaction():
+                for i in range(start, min(n, start + 5000)):
+                    fn.delay(i, seconds)
+
+    def sleep_command(self, label: str) -> list[str]:
+        fn, pool = SLEEPS[label]
+        queue = f"{fn.queue}:{SLEEP_CONCURRENCY}:{pool}"
+        cmd = [self.python, "-m", "ztq.worker", "--redis", self.url, "--queue", queue]
+        return [*cmd, "--import", self.module]
+
+    def sleeps_left(self, label: str, client: redis.Redis) -> int:
+        return self._left(client, SLEEPS[label][0].queue)
 
     def version(self) -> str:
         from importlib.metadata import version
