@@ -167,6 +167,18 @@ class Storage:
         with self.guard():
             return SCRIPTS.call_many(self.client, ops)
 
+    def reserve_connections(self, n: int) -> None:
+        """Let the client hold ``n`` connections at once (a worker: one per thread, plus its
+        own threads). redis-py caps a pool at 100 and then raises "Too many connections":
+        a 200-thread worker lost acks to it, and their tasks ran twice."""
+        pools = [self.client.connection_pool] if hasattr(self.client, "connection_pool") else []
+        if self.is_cluster:
+            nodes = [node.redis_connection for node in self.client.get_nodes()]
+            pools = [conn.connection_pool for conn in nodes if conn is not None]
+        for pool in pools:
+            if getattr(pool, "max_connections", n) < n:
+                pool.max_connections = n
+
     def ping_server(self) -> bool:
         with self.guard():
             return bool(self.client.ping())

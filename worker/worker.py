@@ -57,6 +57,9 @@ class Worker:
         self.id = cfg.worker_id
         self.app = app or (load_app(cfg.app) if cfg.app else default_app())
         self.storage = storage or self.app.connect(cfg.redis_url, prefix=cfg.prefix)
+        # each executor thread may hold a connection (an async pool one or two: it has its
+        # own client), plus heartbeat, commands, scheduler, timeouts and set_threads margin
+        self.storage.reserve_connections(len(cfg.threads) + 32)
         self.stopping = threading.Event()
         self.paused = threading.Event()
         self.executors: list[BaseExecutor] = []
@@ -116,6 +119,7 @@ class Worker:
             self.add_executor(spec)
 
     def add_executor(self, spec: ThreadSpec) -> BaseExecutor:
+        self.storage.reserve_connections(len(self.executors) + 33)  # set_threads may add many
         ex = AsyncExecutor(self, spec) if spec.pool == "async" else Executor(self, spec)
         with self.threads_lock:
             self.executors.append(ex)

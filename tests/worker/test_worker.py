@@ -183,3 +183,19 @@ def test_soft_timeouts_fire_at_the_deadline_not_at_the_next_heartbeat(start_work
         rec = h.record()
         assert rec is not None and rec.get("error").startswith("SoftTimeout")
         assert 300 <= rec.get("ended") - rec.get("started") < 2000  # the heartbeat is 5 s
+
+
+def test_a_worker_with_more_threads_than_redis_py_pools_runs_each_task_once(
+    start_worker, tmp_path
+) -> None:
+    """redis-py caps a connection pool at 100: 130 threads must not lose acks to it."""
+    from tests import sample_tasks as st
+
+    worker = start_worker({"default": 130})
+    marker = tmp_path / "ran"
+    handles = [st.sleepy.enqueue((0.3, str(marker)), unique=False) for _ in range(260)]
+    for h in handles:
+        assert h.get(timeout=30) == "slept"
+    assert all(h.record().get("attempts") == 1 for h in handles)
+    assert len(marker.read_text().splitlines()) == 260  # none ran twice
+    assert worker.storage.client.connection_pool.max_connections >= 130
