@@ -8,6 +8,7 @@ long, while a flood of tiny tasks costs a fraction of a round trip each.
 
 from __future__ import annotations
 
+import abc
 import logging
 import threading
 import time
@@ -54,7 +55,7 @@ class Batch:
     settled: list[tuple[str, str]] = field(default_factory=list)  # (queue, id) of both
 
 
-class BaseExecutor(threading.Thread):
+class BaseExecutor(threading.Thread, abc.ABC):
     """What every pool does around a run: look the payload up, call the middleware, and
     keep the acks and failures to send with the next fetch (one round trip per batch)."""
 
@@ -80,17 +81,17 @@ class BaseExecutor(threading.Thread):
     def should_exit(self) -> bool:
         return self.retired.is_set() or self.worker.stopping.is_set()
 
+    @abc.abstractmethod
     def busy(self) -> bool:
         """A task is running here now."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def describe_runs(self) -> dict[str, dict[str, Any]]:
         """The running tasks for the heartbeat, by the name an operator kills them with."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def kill(self, thread: str, task_id: str) -> bool:
         """Interrupt the run of ``task_id`` shown as ``thread``; False if it is not here."""
-        raise NotImplementedError
 
     def wake(self) -> None:
         """The worker is stopping (or pausing): look at its flags now, if waiting allows."""
