@@ -231,13 +231,11 @@ class AsyncExecutor(BaseExecutor):
             waits.add(self._waker)
         changed = asyncio.ensure_future(self._changed.wait())
         waits.add(changed)
-        self.idle = not self.runs
         try:
             await asyncio.wait(
                 waits, timeout=timeout or self.cfg.idle_wait, return_when=asyncio.FIRST_COMPLETED
             )
         finally:
-            self.idle = False
             changed.cancel()
             self._changed.clear()
         if self._waker is not None and self._waker.done():

@@ -131,24 +131,30 @@ class Interruptible:
             self.active, self.run = False, None
 
 
+def wrong_pool(tf: Any, pool: str) -> bool:
+    """A pool of this kind cannot run this task: an ``async def`` under threads, a plain
+    function under an async pool (process slots and drains run both)."""
+    return (pool == "thread" and tf.is_async) or (pool == "async" and not tf.is_async)
+
+
 def pool_mismatch(tf: Any, pool: str, queue: str) -> Outcome | None:
     """The failure of a task its pool cannot run: an ``async def`` under a thread pool, a
     plain function under an async pool. Permanent: the task waits in the error list, whole,
     until its queue is served by the right pool and an operator redoes it."""
-    if tf.is_async and pool == "thread":
+    if not wrong_pool(tf, pool):
+        return None
+    if tf.is_async:
         why = (
             f"task {tf.name!r} is an async def and queue {queue!r} is served by a thread pool; "
             f"serve it with an async pool (--queue {queue}:100:async, or '{queue} = 100 async' "
             "in [queues]), then redo it"
         )
-    elif not tf.is_async and pool == "async":
+    else:
         why = (
             f"task {tf.name!r} is a plain function and queue {queue!r} is served by an async "
             f"pool, whose event loop it would block; make it an async def, or serve {queue!r} "
             "with threads, then redo it"
         )
-    else:
-        return None
     return _failure(tf.name, UnsupportedTask(why), permanent=True)
 
 

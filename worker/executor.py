@@ -69,7 +69,6 @@ class BaseExecutor(threading.Thread, abc.ABC):
         self.held: dict[tuple[str, str], int] = {}  # (queue, id) -> token, for lease renewal
         self.pending = Batch()  # what the runs that ended here wait to write
         self.sending = Batch()  # what is on its way to Redis
-        self.idle = False
         self.done_count = 0
         self.failed_count = 0
 
@@ -271,9 +270,7 @@ class Executor(BaseExecutor):
         if not leased:
             self.run_dry_hooks()
             if fetch:
-                self.idle = True
                 self.wait_for_work()
-                self.idle = False
             else:
                 self.retired.wait(0.2)
             return 0

@@ -29,6 +29,7 @@ from ztq.core.workers import (
 )
 from ztq.worker.async_pool import AsyncExecutor
 from ztq.worker.config import MAX_ASYNC, MAX_THREADS, ThreadSpec, WorkerConfig
+from ztq.worker.execute import wrong_pool
 from ztq.worker.executor import BaseExecutor, Executor
 from ztq.worker.scheduler import Scheduler
 from ztq.worker.sysinfo import SysInfo
@@ -57,9 +58,6 @@ class Worker:
         self.id = cfg.worker_id
         self.app = app or (load_app(cfg.app) if cfg.app else default_app())
         self.storage = storage or self.app.connect(cfg.redis_url, prefix=cfg.prefix)
-        # each executor thread may hold a connection (an async pool one or two: it has its
-        # own client), plus heartbeat, commands, scheduler, timeouts and set_threads margin
-        self.storage.reserve_connections(len(cfg.threads) + 32)
         self.stopping = threading.Event()
         self.paused = threading.Event()
         self.executors: list[BaseExecutor] = []
@@ -99,9 +97,7 @@ class Worker:
             for queue in spec.queues:
                 pools.setdefault(queue, set()).add(spec.pool)
         for tf in self.app.registered().values():
-            served = pools.get(tf.queue, set())
-            wrong = "thread" if tf.is_async else "async"
-            if wrong in served:
+            for wrong in sorted(p for p in pools.get(tf.queue, ()) if wrong_pool(tf, p)):
                 kind = "an async def" if tf.is_async else "a plain function"
                 pool = "an async pool" if wrong == "async" else "a thread pool"
                 log.warning(
@@ -119,7 +115,9 @@ class Worker:
             self.add_executor(spec)
 
     def add_executor(self, spec: ThreadSpec) -> BaseExecutor:
-        self.storage.reserve_connections(len(self.executors) + 33)  # set_threads may add many
+        # one connection per executor thread (an async pool has its own client too), plus
+        # heartbeat, commands, scheduler and timeouts, with room to spare
+        self.storage.reserve_connections(len(self.executors) + 33)
         ex = AsyncExecutor(self, spec) if spec.pool == "async" else Executor(self, spec)
         with self.threads_lock:
             self.executors.append(ex)
