@@ -9,14 +9,15 @@ the same file (``[ztq:worker]``) and refuses a Redis URL or prefix that differs 
 
 ``ztq.console.users`` holds one user a line, ``NAME ROLE HASH`` (``ZTQ_CONSOLE_USERS`` may
 separate users with ``;`` too); ROLE is ``viewer`` or ``operator``; HASH comes from
-``ztq hash-password``.
+``ztq hash-password``. ``ztq.console.sso_roles`` maps groups the same way, ``GROUP ROLE``.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,8 +26,10 @@ from ztq.core import settings as ztq_settings
 from ztq.core.errors import ConfigError
 from ztq.core.logins import LoginPolicy
 from ztq.core.passwords import is_valid_hash
+from ztq.core.sessions import ROLES, SessionPolicy
 
-ROLES = ("viewer", "operator")
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,64}$")
 USER_NAME = re.compile(r"^[A-Za-z0-9_.@\-]{1,64}$")
 # Secrets that appear in docs, samples and tutorials: refusing them keeps a copied example
 # config from signing sessions with a secret everybody knows.
@@ -65,13 +68,32 @@ class User:
 
 
 @dataclass(frozen=True)
+class SSO:
+    """Trust an authenticating reverse proxy's identity headers (from trusted proxies only)."""
+
+    header: str  # names the user, e.g. X-Forwarded-User
+    groups_header: str  # the user's groups, comma separated
+    roles: dict[str, str]  # group (or '*') -> role
+
+    def role_of(self, groups: list[str]) -> str | None:
+        """The highest role any of ``groups`` (or ``*``) gives; None: no access."""
+        granted = {self.roles[g] for g in [*groups, "*"] if g in self.roles}
+        for role in reversed(ROLES):
+            if role in granted:
+                return role
+        return None
+
+
+@dataclass(frozen=True)
 class ConsoleSettings:
     redis_url: str
     prefix: str
     secret: str = field(repr=False)
     users: dict[str, User] = field(repr=False)
     secure_cookies: bool = False
-    session_seconds: int = 12 * 3600
+    sessions: SessionPolicy = SessionPolicy()
+    proxies: tuple[Network, ...] = ()
+    sso: SSO | None = None
     lost_after: float = 30.0
     page_size: int = 50
     bulk_batch: int = 500
@@ -95,28 +117,83 @@ def check_secret(secret: str) -> str:
     return secret
 
 
-def parse_users(text: str) -> dict[str, User]:
-    """Parse ``NAME ROLE HASH`` lines; blank lines and ``#`` comments are skipped."""
-    users: dict[str, User] = {}
+def _entries(text: str, setting: str, shape: str) -> Iterator[tuple[str, list[str]]]:
+    """The entries of a one-entry-a-line setting (``;`` separates them too; blank lines and
+    ``#`` comments skipped) as (where, fields), each with as many fields as ``shape`` has."""
     for number, line in enumerate(re.split(r"[\n;]", text or ""), start=1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
         parts = line.split()
-        where = f"ztq.console.users entry {number}"
-        if len(parts) != 3:
-            raise ConfigError(f"{where} must be 'NAME ROLE HASH', found {len(parts)} fields")
-        name, role, hashed = parts
+        where = f"ztq.console.{setting} entry {number}"
+        if len(parts) != len(shape.split()):
+            raise ConfigError(f"{where} must be '{shape}', found {len(parts)} fields")
+        yield where, parts
+
+
+def _role(where: str, role: str) -> str:
+    if role not in ROLES:
+        raise ConfigError(f"{where}: role {role!r} must be one of {', '.join(ROLES)}")
+    return role
+
+
+def parse_users(text: str) -> dict[str, User]:
+    """Parse ``NAME ROLE HASH`` lines."""
+    users: dict[str, User] = {}
+    for where, (name, role, hashed) in _entries(text, "users", "NAME ROLE HASH"):
         if not USER_NAME.match(name):
             raise ConfigError(f"{where}: user name {name!r} is not allowed")
-        if role not in ROLES:
-            raise ConfigError(f"{where}: role {role!r} must be one of {', '.join(ROLES)}")
+        _role(where, role)
         if not is_valid_hash(hashed):
             raise ConfigError(f"{where}: the hash of {name!r} is not from 'ztq hash-password'")
         if name in users:
             raise ConfigError(f"{where}: user {name!r} is listed twice")
         users[name] = User(name, role, hashed)
     return users
+
+
+def parse_proxies(text: str) -> tuple[Network, ...]:
+    """``10.0.0.5 10.1.0.0/16 ::1`` -> networks; a bad entry is named."""
+    networks = []
+    for entry in text.replace(",", " ").split():
+        try:
+            networks.append(ipaddress.ip_network(entry, strict=False))
+        except ValueError:
+            raise ConfigError(
+                f"ztq.console.trusted_proxies: {entry!r} is not an address or network"
+            ) from None
+    return tuple(networks)
+
+
+def parse_roles(text: str) -> dict[str, str]:
+    """Parse ``GROUP ROLE`` lines -> {group: role}."""
+    return {
+        group: _role(where, role)
+        for where, (group, role) in _entries(text, "sso_roles", "GROUP ROLE")
+    }
+
+
+def header_name(text: str) -> str:
+    text = text.strip()
+    if text and not HEADER_NAME.match(text):
+        raise ConfigError(f"{text!r} is not an HTTP header name (letters, digits, '-')")
+    return text
+
+
+def make_sso(header: str, groups_header: str, roles: dict[str, str], proxies: tuple) -> SSO | None:
+    if not header:
+        return None
+    if not proxies:
+        raise ConfigError(
+            "ztq.console.sso_header is set but ztq.console.trusted_proxies is empty: name the "
+            "addresses of the proxy that sets it, or anybody could send the header"
+        )
+    if not roles:
+        raise ConfigError(
+            "ztq.console.sso_header is set but ztq.console.sso_roles maps no group to a role: "
+            "add 'GROUP ROLE' lines ('* viewer' gives every signed-in user the viewer role)"
+        )
+    return SSO(header, groups_header or "X-Forwarded-Groups", roles)
 
 
 def load(
@@ -150,7 +227,14 @@ def load(
 
     secret = checked("console.secret", check_secret)
     users = checked("console.users", parse_users)
-    if not users:
+    proxies = checked("console.trusted_proxies", parse_proxies)
+    sso = make_sso(
+        checked("console.sso_header", header_name),
+        checked("console.sso_groups_header", header_name),
+        checked("console.sso_roles", parse_roles),
+        proxies,
+    )
+    if not users and sso is None:
         raise ConfigError(
             "the console has no users: add 'NAME ROLE HASH' lines to ztq.console.users "
             "(or ZTQ_CONSOLE_USERS); ROLE is viewer or operator, HASH from 'ztq hash-password'"
@@ -161,7 +245,12 @@ def load(
         secret=secret,
         users=users,
         secure_cookies=got["console.secure_cookies"].value,
-        session_seconds=int(got["console.session_hours"].value * 3600),
+        sessions=SessionPolicy(
+            idle=got["console.session_idle_minutes"].value * 60,
+            absolute=got["console.session_hours"].value * 3600,
+        ),
+        proxies=proxies,
+        sso=sso,
         lost_after=got["console.lost_after"].value,
         page_size=got["console.page_size"].value,
         bulk_batch=got["console.bulk_batch"].value,

@@ -38,6 +38,10 @@ ROUTES = (
     ("history", "/history"),
     ("events", "/log"),
     ("audit", "/audit"),
+    # who is signed in
+    ("sessions", "/sessions"),
+    ("session_end", "/sessions/end"),
+    ("token_revoke", "/tokens/revoke"),
     # machine-readable
     ("api_workers", "/api/workers"),
     ("api_queues", "/api/queues"),

@@ -1,14 +1,20 @@
-"""Who may do what: login sessions, HTTP Basic for scripts, roles, CSRF, security headers.
+"""Who may do what: sessions, SSO behind a proxy, API tokens and Basic for scripts, roles,
+CSRF, security headers.
 
-- A signed session cookie (``ztq.console.secret``) carries the user name after ``/login``;
-  the role is looked up in the configured users on every request, so removing a user or
-  changing a role takes effect at once.
-- ``GET``/``HEAD`` under ``/api/`` and ``/metrics`` also accept HTTP Basic credentials of
-  the same users, for scripts and scrapers; nothing else does.
+- A sign-in opens a session kept in Redis (:mod:`ztq.console.session`); the cookie holds
+  only a random token. Every request checks the record against the settings: a user who
+  was removed, or whose role or password changed, loses the session at once (audited).
+- With ``ztq.console.sso_header`` set, a request from a trusted proxy that carries the
+  header is that user, with the highest role ``sso_roles`` gives their groups; the header
+  from any other address is refused (403), never silently ignored. An SSO session is good
+  only while the proxy keeps sending the header; a changed user or role opens a new one.
+- ``GET``/``HEAD`` under ``/api/`` and ``/metrics`` also accept an API token
+  (``Authorization: Bearer ztq_...``, see :mod:`ztq.core.tokens`) or HTTP Basic credentials
+  of a user; Basic goes through the same throttle as the sign-in form. Nothing else does.
 - Roles: ``viewer`` has the ``view`` permission, ``operator`` also ``operate``. Every view
   needs ``view`` unless it says otherwise (the default permission).
-- Every unsafe request needs the CSRF token (``CookieCSRFStoragePolicy``), also for
-  Basic-authenticated clients: state changes always need a session and a token.
+- Every unsafe request needs the CSRF token (``CookieCSRFStoragePolicy``): state changes
+  always need a session and a token.
 """
 
 from __future__ import annotations
@@ -16,20 +22,28 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import logging
+import re
+import secrets
 import threading
 import time
 from collections import OrderedDict
 from typing import Any
 
-from pyramid.authentication import SessionAuthenticationHelper
 from pyramid.authorization import ALL_PERMISSIONS, ACLHelper, Allow, Authenticated, Everyone
 from pyramid.config import Configurator
 from pyramid.csrf import CookieCSRFStoragePolicy
 from pyramid.events import NewResponse
-from pyramid.session import SignedCookieSessionFactory
 
 from ztq.console.config import ConsoleSettings, User
+from ztq.console.session import is_from_proxy
+from ztq.core.logins import login_failed, login_succeeded, login_wait
 from ztq.core.passwords import dummy_hash, verify_password
+from ztq.core.sessions import end_session, grant_of
+from ztq.core.streams import write_audit
+from ztq.core.tokens import check_token
+
+log = logging.getLogger("ztq.console")
 
 VIEW = "view"
 OPERATE = "operate"
@@ -74,18 +88,22 @@ class _VerifyCache:
         self.size, self.ttl = size, ttl
         self._items: OrderedDict[bytes, float] = OrderedDict()
         self._lock = threading.Lock()
-        self._salt = hashlib.sha256(repr(id(self)).encode()).digest()
+        self._salt = secrets.token_bytes(16)
 
     def _key(self, user: User, password: str) -> bytes:
         data = b"\0".join([self._salt, user.name.encode(), user.hash.encode(), password.encode()])
         return hashlib.sha256(data).digest()
 
+    def known(self, user: User, password: str, now: float) -> bool:
+        """True if these credentials were verified less than ``ttl`` seconds ago."""
+        with self._lock:
+            at = self._items.get(self._key(user, password))
+        return at is not None and now - at < self.ttl
+
     def check(self, user: User, password: str, now: float) -> bool:
         key = self._key(user, password)
-        with self._lock:
-            at = self._items.get(key)
-            if at is not None and now - at < self.ttl:
-                return True
+        if self.known(user, password, now):
+            return True
         if not verify_password(password, user.hash):
             return False
         with self._lock:
@@ -96,44 +114,149 @@ class _VerifyCache:
         return True
 
 
+class IdentityRefused(Exception):
+    """A request whose credentials the console refuses outright (403), such as an SSO header
+    from an address that is not a trusted proxy."""
+
+
+class LoginThrottled(Exception):
+    """Basic credentials while the user name or the client address is locked (429)."""
+
+    def __init__(self, wait: float) -> None:
+        super().__init__(f"too many failed sign-ins: try again in {wait:.0f} s")
+        self.wait = wait
+
+
+SSO_USER = re.compile(r"^[^\x00-\x1f\x7f]{1,254}$")
+
+
+def user_grant(user: User) -> str:
+    """What a password session depends on: a changed role or password ends it."""
+    return grant_of("password", user.role, user.hash)
+
+
+def stale_session(users: dict[str, User], record: Any) -> str:
+    """Why a password session no longer matches the settings ('' while it does): the user
+    was removed, or their role or password changed. Such a session ends at once."""
+    if record.via != "password":
+        return ""
+    user = users.get(record.user)
+    if user is None:
+        return "removed"
+    return "" if user_grant(user) == record.grant else "changed (role or password)"
+
+
+def end_stale(storage: Any, record: Any, why: str) -> None:
+    if end_session(storage, record.handle):
+        write_audit(storage, record.user, "session ended",
+                    detail=f"the user was {why} in the settings; from {record.ip}")  # fmt: skip
+
+
 class ConsolePolicy:
-    """The Pyramid security policy of the console (sessions + Basic on read-only API)."""
+    """The Pyramid security policy of the console."""
 
     def __init__(self, settings: ConsoleSettings) -> None:
         self.users = settings.users
-        self.session = SessionAuthenticationHelper(prefix="ztq.")
+        self.sso = settings.sso
         self.acl = ACLHelper()
         self.cache = _VerifyCache()
 
     def identity(self, request: Any) -> User | None:
+        """The signed-in user (cached per request). The first call may raise
+        :class:`ConnectionFailed`, :class:`IdentityRefused` or :class:`LoginThrottled`, which
+        their exception views answer; later calls of the same request then see None."""
         if _IDENTITY not in request.environ:
+            request.environ[_IDENTITY] = None
             request.environ[_IDENTITY] = self._identify(request)
         return request.environ[_IDENTITY]  # type: ignore[no-any-return]
 
     def _identify(self, request: Any) -> User | None:
-        name = self.session.authenticated_userid(request)
-        if name is not None:
-            return self.users.get(name)
+        if self.sso is not None and self.sso.header in request.headers:
+            return self._sso(request)
+        session = request.session
+        if session.error is not None:
+            raise session.error
+        record = session.record
+        if record is not None:
+            why = stale_session(self.users, record)
+            if record.via == "password" and not why:
+                return self.users[record.user]
+            if why:
+                end_stale(request.storage, record, why)
+            session.invalidate()  # an SSO session without the proxy's header ends too
+            return None
         if basic_allowed(request):
-            return self._basic(request)
+            return self._machine(request)
         return None
 
-    def _basic(self, request: Any) -> User | None:
-        header = request.headers.get("Authorization", "")
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "basic" or not token:
-            return None
+    def _sso(self, request: Any) -> User:
+        assert self.sso is not None
+        addr = request.remote_addr or "?"
+        if not request.is_from_proxy:
+            log.warning("refused an SSO header (%s) from %s: not a trusted proxy", self.sso.header,
+                        addr)  # fmt: skip
+            raise IdentityRefused(
+                f"the {self.sso.header} header is only accepted from the trusted proxies"
+            )
+        name = request.headers[self.sso.header].strip()
+        if not SSO_USER.match(name):
+            raise IdentityRefused(f"the proxy sent no usable user name in {self.sso.header}")
+        groups = [g.strip() for g in request.headers.get(self.sso.groups_header, "").split(",")]
+        role = self.sso.role_of([g for g in groups if g])
+        if role is None:
+            raise IdentityRefused(f"{name}: none of your groups gives access to this console")
+        grant = grant_of("sso", role)
+        session = request.session
+        if session.error is not None:
+            raise session.error
+        record = session.record
+        if record is None or (record.via, record.user, record.grant) != ("sso", name, grant):
+            session.start(user=name, role=role, grant=grant, via="sso")
+            write_audit(request.storage, name, "signed in",
+                        detail=f"SSO as {role} from {request.client_addr}")  # fmt: skip
+        return User(name, role, "")
+
+    def _machine(self, request: Any) -> User | None:
+        """An API token or Basic credentials (read-only API and /metrics only)."""
+        scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() == "bearer":
+            info = check_token(request.storage, credentials.strip())
+            return None if info is None else User(f"token:{info.id}", info.role, "")
+        if scheme.lower() == "basic" and credentials:
+            return self._basic(request, credentials)
+        return None
+
+    def _basic(self, request: Any, credentials: str) -> User | None:
         try:
-            name, sep, password = base64.b64decode(token.strip()).decode("utf-8").partition(":")
+            raw = base64.b64decode(credentials.strip()).decode("utf-8")
         except (binascii.Error, UnicodeDecodeError, ValueError):
             return None
+        name, sep, password = raw.partition(":")
         if not sep:
             return None
         user = self.users.get(name)
-        if user is None:
-            verify_password(password, dummy_hash())  # same cost as a known name
+        now = time.monotonic()
+        if user is not None and self.cache.known(user, password, now):
+            return user  # checked within the last minute: no scrypt, no Redis
+        storage, policy, addr = (
+            request.storage,
+            request.registry.ztq_settings.login,
+            request.client_addr,
+        )
+        wait, _ = login_wait(storage, policy, name, addr)
+        if wait > 0:
+            raise LoginThrottled(wait)
+        if user is None or not self.cache.check(user, password, now):
+            if user is None:
+                verify_password(password, dummy_hash())  # same cost as a known name
+            locks = login_failed(storage, policy, name, addr)
+            if max(locks):
+                detail = f"Basic from {addr}: user locked {locks.user:g}s, address {locks.addr:g}s"
+                write_audit(storage, name, "login locked", detail=detail)
             return None
-        return user if self.cache.check(user, password, time.monotonic()) else None
+        if login_succeeded(storage, policy, name, addr):
+            write_audit(storage, name, "login unlocked", detail=f"address {addr}: Basic")
+        return user
 
     def authenticated_userid(self, request: Any) -> str | None:
         user = self.identity(request)
@@ -147,12 +270,18 @@ class ConsolePolicy:
         return self.acl.permits(context, principals, permission)
 
     def remember(self, request: Any, userid: str, **kw: Any) -> list[tuple[str, str]]:
-        request.environ.pop(_IDENTITY, None)
-        return self.session.remember(request, userid, **kw)  # type: ignore[no-any-return]
+        """Sign ``userid`` in with a password: a new session (the cookie is set with the
+        response)."""
+        user = self.users[userid]
+        request.session.start(user=user.name, role=user.role, grant=user_grant(user),
+                              via="password")  # fmt: skip
+        request.environ[_IDENTITY] = user
+        return []
 
     def forget(self, request: Any, **kw: Any) -> list[tuple[str, str]]:
-        request.environ.pop(_IDENTITY, None)
-        return self.session.forget(request, **kw)  # type: ignore[no-any-return]
+        request.session.invalidate()
+        request.environ[_IDENTITY] = None
+        return []
 
 
 def check_login(request: Any, name: str, password: str) -> User | None:
@@ -174,19 +303,7 @@ def _add_headers(event: NewResponse) -> None:
 
 def includeme(config: Configurator) -> None:
     cfg: ConsoleSettings = config.registry.ztq_settings
-    config.set_session_factory(
-        SignedCookieSessionFactory(
-            cfg.secret,
-            cookie_name="ztq_session",
-            secure=cfg.secure_cookies,
-            httponly=True,
-            samesite="Lax",
-            timeout=cfg.session_seconds,
-            reissue_time=min(300, cfg.session_seconds // 10),
-            hashalg="sha512",
-            salt="ztq.console.session",
-        )
-    )
+    config.include(".session")
     config.set_csrf_storage_policy(
         CookieCSRFStoragePolicy(
             cookie_name="ztq_csrf", secure=cfg.secure_cookies, httponly=True, samesite="Lax"
@@ -205,4 +322,5 @@ def includeme(config: Configurator) -> None:
         return bool(request.has_permission(OPERATE))
 
     config.add_request_method(user, "user", reify=True)
+    config.add_request_method(is_from_proxy, "is_from_proxy", reify=True)
     config.add_request_method(can_operate, "can_operate", reify=True)

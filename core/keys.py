@@ -40,6 +40,8 @@ class Keys:
         self.cron_off = f"{prefix}:{{ztq}}:cron:off"  # hash: disabled entry -> who, when
         self.audit = f"{prefix}:{{ztq}}:audit"
         self.login_stats = f"{prefix}:{{ztq}}:login:stats"  # hash: failures, locks, unlocks
+        self.sessions = f"{prefix}:{{ztq}}:sessions"  # zset: session handle -> deadline (ms)
+        self.tokens = f"{prefix}:{{ztq}}:tokens"  # zset: API token id -> expiry (ms)
 
     # -- per queue ---------------------------------------------------------------------------
     def _q(self, queue: str, suffix: str) -> str:
@@ -99,6 +101,14 @@ class Keys:
     def login_addr(self, digest: str) -> str:
         """Failed sign-ins from one client address."""
         return f"{self.prefix}:{{ztq}}:login:addr:{digest}"
+
+    def session(self, handle: str) -> str:
+        """One console session (``handle``: a digest of its cookie, see ``ztq.core.sessions``)."""
+        return f"{self.prefix}:{{ztq}}:session:{handle}"
+
+    def token(self, token_id: str) -> str:
+        """One console API token (its public id; the secret part is stored as a digest)."""
+        return f"{self.prefix}:{{ztq}}:token:{token_id}"
 
     # -- per worker --------------------------------------------------------------------------
     def worker_cmd(self, worker_id: str) -> str:

@@ -32,6 +32,8 @@ NAMES = (
     "release",
     "pause",
     "login",
+    "session",
+    "token",
 )
 
 Op = tuple[str, Sequence[str], Sequence[Any]]  # (script name, keys, args)

@@ -191,12 +191,25 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("log_format", choice("text", "json"), "text",
             "text lines, or JSON lines with the running task's id, name, queue and attempt "
             "(flag --log-format or environment only)", app_key=None),
-    Setting("console.secret", text, "", "signs the session cookies; the console refuses "
-            "to start without a long random one", secret=True),
+    Setting("console.secret", text, "", "keys the session handles in Redis (changing it ends "
+            "every session); the console refuses to start without a long random one",
+            secret=True),
     Setting("console.users", text, "", "one 'NAME ROLE HASH' a line (';' separates them "
-            "too); the console refuses to start without users", secret=True),
+            "too); the console refuses to start without users unless SSO is set",
+            secret=True),
     Setting("console.secure_cookies", boolean, False, "cookies over HTTPS only"),
-    Setting("console.session_hours", number(0.1, 24 * 30), 12.0, "session lifetime (hours)"),
+    Setting("console.session_hours", number(0.1, 24 * 30), 12.0,
+            "a session ends this long after its sign-in (hours)"),
+    Setting("console.session_idle_minutes", number(1, 24 * 60 * 30), 60.0,
+            "a session ends after this long without a request (minutes)"),
+    Setting("console.trusted_proxies", text, "", "addresses or networks of reverse proxies "
+            "(space separated): only they may send X-Forwarded-For and the SSO headers"),
+    Setting("console.sso_header", text, "", "header naming the user that the authenticating "
+            "proxy sets, e.g. X-Forwarded-User (empty: no SSO)"),
+    Setting("console.sso_groups_header", text, "X-Forwarded-Groups",
+            "header with the user's groups (comma separated)"),
+    Setting("console.sso_roles", text, "", "one 'GROUP ROLE' a line (';' separates them "
+            "too): the role of SSO users in GROUP; '*' matches every user"),
     Setting("console.lost_after", number(1, 86400), 30.0,
             "seconds without a heartbeat before the console shows a worker as lost"),
     Setting("console.page_size", number(5, 500, whole=True), 50, "rows per page"),

@@ -1,4 +1,4 @@
-"""The ``ztq`` command: worker, info, enqueue, redo, purge, hash-password."""
+"""The ``ztq`` command: worker, info, enqueue, redo, purge, token, hash-password."""
 
 from __future__ import annotations
 
@@ -79,7 +79,17 @@ def build_parser() -> argparse.ArgumentParser:
     pg = sub.add_parser("purge", help="delete every task of a list")
     pg.add_argument("queue")
     pg.add_argument("what", choices=["ready", "delayed", "errors"])
-    for p in (info, e, r, pg):
+    tk = sub.add_parser("token", help="API tokens for the console's /api and /metrics")
+    tks = tk.add_subparsers(dest="token_command", required=True)
+    tc = tks.add_parser("create", help="create a token; it is printed once, stored hashed")
+    tc.add_argument("name", help="who uses it, e.g. prometheus")
+    tc.add_argument("--role", choices=["viewer", "operator"], default="viewer")
+    tc.add_argument("--days", type=float, default=90.0, help="lifetime (default 90, most 366)")
+    tl = tks.add_parser("list", help="the live tokens")
+    tl.add_argument("--json", action="store_true", help="one JSON list")
+    tr = tks.add_parser("revoke", help="end a token now")
+    tr.add_argument("id", help="the token's id (the 12 hex digits after ztq_)")
+    for p in (info, e, r, pg, tc, tl, tr):
         p.add_argument("-c", "--config", help="ini file (worker.ini or app.ini) for Redis")
         p.add_argument("--redis", help="Redis URL (overrides ZTQ_REDIS_URL and the file)")
         p.add_argument("--prefix", help="Redis key prefix (overrides ZTQ_PREFIX and the file)")
@@ -202,6 +212,38 @@ def cmd_purge(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_token(args: argparse.Namespace) -> int:
+    import time
+
+    from ztq.core import tokens
+
+    storage = _connect(args)
+    if args.token_command == "create":
+        token, info = tokens.create_token(storage, args.name, args.role, args.days)
+        until = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(info.expires))
+        print(token)
+        print(f"ztq: token {info.id} ({info.name}, {info.role}) until {until}; it is shown "
+              "only now: send it as 'Authorization: Bearer <token>'", file=sys.stderr)  # fmt: skip
+        return 0
+    if args.token_command == "revoke":
+        if tokens.revoke_token(storage, args.id):
+            print(f"token {args.id} revoked")
+            return 0
+        print(f"ztq: no live token {args.id}", file=sys.stderr)
+        return 1
+    live = tokens.list_tokens(storage)
+    if args.json:
+        print(json.dumps([vars(t) for t in live], indent=2))
+        return 0
+    for t in live:
+        used = time.strftime("%Y-%m-%d %H:%M", time.gmtime(t.used)) if t.used else "never"
+        until = time.strftime("%Y-%m-%d %H:%M", time.gmtime(t.expires))
+        print(f"{t.id}  {t.role:8}  until {until}  used {used:16}  {t.name}")
+    if not live:
+        print("no live token", file=sys.stderr)
+    return 0
+
+
 def cmd_hash_password(args: argparse.Namespace) -> int:
     import getpass
 
@@ -223,5 +265,6 @@ COMMANDS = {
     "enqueue": cmd_enqueue,
     "redo": cmd_redo,
     "purge": cmd_purge,
+    "token": cmd_token,
     "hash-password": cmd_hash_password,
 }

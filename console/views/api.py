@@ -27,6 +27,8 @@ from ztq.console.web import (
 )
 from ztq.core import monitor, streams
 from ztq.core.logins import login_stats
+from ztq.core.sessions import count_sessions
+from ztq.core.tokens import count_tokens
 
 
 def _page(page: monitor.Page, items: list[Any]) -> dict[str, Any]:
@@ -190,6 +192,10 @@ def metrics(request: Any) -> Response:
         ("unlocks", "Sign-in locks that ended (ran out, or a successful sign-in)."),
     ):
         family(f"ztq_console_login_{key}_total", "counter", text, [({}, logins[key])])
+    family("ztq_console_sessions", "gauge", "Live console sessions.",
+           [({}, count_sessions(request.storage))])  # fmt: skip
+    family("ztq_console_api_tokens", "gauge", "Live API tokens.",
+           [({}, count_tokens(request.storage))])  # fmt: skip
     statuses: dict[str, int] = {}
     for w in workers:
         statuses[w["status"]] = statuses.get(w["status"], 0) + 1

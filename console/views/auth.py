@@ -46,7 +46,7 @@ def login(request: Any) -> Any:
     password = request.POST.get("password", "")
     target = safe_next(request.POST.get("next"), request.route_path("workers"))
     storage, policy = request.storage, request.registry.ztq_settings.login
-    addr = request.remote_addr or "?"  # not X-Forwarded-For: a client could make up one
+    addr = request.client_addr  # X-Forwarded-For only from a trusted proxy
     form = {"next": target, "username": name, "failed": False, "wait": 0}
     wait, ended = login_wait(storage, policy, name, addr)
     if ended:
@@ -64,9 +64,9 @@ def login(request: Any) -> Any:
         return {**form, "failed": True}
     if login_succeeded(storage, policy, name, addr):
         write_audit(storage, name, "login unlocked", detail=f"address {addr}: signed in")
-    request.session.invalidate()  # a fresh session: no fixation across the login
-    headers = remember(request, user.name)
+    headers = remember(request, user.name)  # a new session id: no fixation across the login
     new_csrf_token(request)
+    write_audit(storage, name, "signed in", detail=f"password, from {addr}")
     return HTTPSeeOther(location=target, headers=headers)
 
 
@@ -79,8 +79,11 @@ def _locked(request: Any, form: dict[str, Any], wait: float) -> dict[str, Any]:
 
 @view_config(route_name="logout", request_method="POST")
 def logout(request: Any) -> HTTPSeeOther:
+    """End the session in Redis: a copy of the cookie is worthless from now on."""
+    user = request.user
     headers = forget(request)
-    request.session.invalidate()
+    if user is not None:
+        write_audit(request.storage, user.name, "signed out", detail=f"from {request.client_addr}")
     return HTTPSeeOther(location=request.route_path("login"), headers=headers)
 
 

@@ -3,6 +3,7 @@ token (400), unknown page or id (404), Redis unreachable (503). Never a bare 500
 
 from __future__ import annotations
 
+import math
 from typing import Any
 from urllib.parse import urlencode
 
@@ -11,7 +12,7 @@ from pyramid.httpexceptions import HTTPSeeOther
 from pyramid.renderers import render_to_response
 from pyramid.view import exception_view_config, forbidden_view_config, notfound_view_config
 
-from ztq.console.security import basic_allowed
+from ztq.console.security import IdentityRefused, LoginThrottled, basic_allowed
 from ztq.core.errors import ConnectionFailed
 
 
@@ -74,3 +75,15 @@ def bad_csrf(exc: Any, request: Any) -> Any:
 @exception_view_config(ConnectionFailed)
 def redis_down(exc: Any, request: Any) -> Any:
     return _problem(request, 503, request.t("Redis is unreachable"), str(exc))
+
+
+@exception_view_config(IdentityRefused)
+def identity_refused(exc: Any, request: Any) -> Any:
+    return _problem(request, 403, request.t("Not allowed"), str(exc))
+
+
+@exception_view_config(LoginThrottled)
+def login_throttled(exc: Any, request: Any) -> Any:
+    response = _problem(request, 429, request.t("Too many failed sign-ins"), str(exc))
+    response.headers["Retry-After"] = str(max(1, math.ceil(exc.wait)))
+    return response

@@ -68,7 +68,8 @@ def test_every_route_is_listed_and_needs_a_login(wsgi: Any, anon: TestApp) -> No
 
 
 def test_every_view_outside_login_requires_a_permission(wsgi: Any) -> None:
-    """Views name no permission (the default, ``view``) or ``operate``; POST views operate."""
+    """Views name no permission (the default, ``view``) or ``operate``; POST views operate,
+    except signing out and ending one's own sessions, which every user may do."""
     for item in wsgi.registry.introspector.get_category("views"):
         view = item["introspectable"]
         route = view["route_name"]
@@ -76,7 +77,7 @@ def test_every_view_outside_login_requires_a_permission(wsgi: Any) -> None:
             continue
         perms = [r["value"] for r in item["related"] if r.category_name == "permissions"]
         assert NO_PERMISSION_REQUIRED not in perms, route
-        if "POST" in (view["request_methods"] or ()) and route != "logout":
+        if "POST" in (view["request_methods"] or ()) and route not in ("logout", "session_end"):
             assert perms == ["operate"], route
     assert (
         wsgi.registry.queryUtility(__import__("pyramid.interfaces").interfaces.IDefaultPermission)

@@ -24,6 +24,8 @@ PLACEHOLDERS = {
     "minute": "<minute>",
     "worker_id": "<id>",
     "digest": "<id>",
+    "handle": "<id>",
+    "token_id": "<id>",
 }
 
 
@@ -93,6 +95,12 @@ def test_every_key_exists_with_the_documented_type(redis_url: str) -> None:
     from ztq.core.logins import LoginPolicy, login_failed
 
     login_failed(storage, LoginPolicy(), "ann", "192.0.2.1")  # the sign-in counters
+    from ztq.core.sessions import SessionPolicy, open_session
+    from ztq.core.tokens import create_token
+
+    open_session(storage, SessionPolicy(), "s" * 32, user="ann", role="operator", grant="g",
+                 via="password", ip="192.0.2.1", ua="test")  # fmt: skip
+    create_token(storage, "prometheus", "viewer", 30)
     scenario.log(storage, "audit-probe", "ops")  # events
     storage.client.xadd(storage.keys.audit, {"who": "ops", "what": "redo"})
     found = [str(k) for k in storage.client.scan_iter(match="ztq:*", count=1000)]

@@ -177,7 +177,7 @@ def test_console_values_name_their_source(tmp_path: Path, user_lines: str) -> No
     with pytest.raises(ConfigError, match="^environment variable ZTQ_CONSOLE_SECRET: .*default"):
         load(app, {"ZTQ_CONSOLE_SECRET": "changeme"})
     cfg = load(app, {"ZTQ_CONSOLE_PAGE_SIZE": "20", "ZTQ_CONSOLE_SESSION_HOURS": "1"})
-    assert (cfg.page_size, cfg.session_seconds) == (20, 3600)
+    assert (cfg.page_size, cfg.sessions.absolute) == (20, 3600)
 
 
 def test_a_secret_is_never_echoed(user_lines: str) -> None:
