@@ -4,9 +4,11 @@ Failed logins are counted per user name and per client address. The first ``free
 failures cost nothing; each later one locks that name (and that address) for ``first``
 seconds, doubling per failure up to ``longest``. While either is locked every attempt is
 refused before its password is checked — a correct one too — so a guessing run gets one
-try per lock. A counter is forgotten after ``longest`` seconds without a failure; a
-successful login clears its user's counter (not its address's: one good account must not
-launder guesses at others). One Lua script per step (``login.lua``).
+try per lock. A counter is forgotten after ``4 * longest`` seconds without a failure
+(longer than the longest lock, so waiting one out does not buy a fresh set of free
+failures: a steady guesser gets one try per ``longest``); a successful login clears its
+user's counter (not its address's: one good account must not launder guesses at others).
+One Lua script per step (``login.lua``).
 """
 
 from __future__ import annotations
@@ -22,11 +24,21 @@ from ztq.core.storage import Storage
 class LoginPolicy:
     free: int = 5  # failures before the first lock
     first: float = 1.0  # seconds of the first lock; doubles with each further failure
-    longest: float = 900.0  # the longest lock, and how long counters are remembered
+    longest: float = 900.0  # the longest lock; counters are remembered 4 times as long
+
+    def guesses(self, within: float) -> int:
+        """The most passwords one user name (or one client address) can try in ``within``
+        seconds from a clean start, each try made the moment the last lock ran out."""
+        at, tried = 0.0, 0
+        while at <= within:
+            tried += 1
+            if tried > self.free:
+                at += min(self.longest, self.first * 2 ** (tried - self.free - 1))
+        return tried
 
     def args(self, mode: str) -> list[object]:
         return [mode, self.free, int(self.first * 1000), int(self.longest * 1000),
-                int(self.longest * 1000)]  # fmt: skip
+                int(self.longest * 4000)]  # fmt: skip
 
 
 class Locks(NamedTuple):

@@ -3,6 +3,7 @@ console process, a 429 with Retry-After while locked, audited and counted (real 
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from webtest import TestApp
@@ -50,6 +51,16 @@ def test_locks_double_up_to_the_longest(store: Storage) -> None:
     assert [lock.addr for lock in got] == [0, 0, 0.05, 0.1, 0.2, 0.2]
     wait, _ = login_wait(store, policy, "bob", "203.0.113.9")  # another address: the name
     assert 0 < wait <= 0.2  # is locked all the same
+
+
+def test_waiting_out_the_longest_lock_buys_no_fresh_free_failures(store: Storage) -> None:
+    """Counters outlive the longest lock: a steady guesser gets one try per longest lock."""
+    policy = LoginPolicy(free=2, first=0.2, longest=0.2)
+    locks = [login_failed(store, policy, "bob", "198.51.100.7").user for _ in range(3)]
+    assert locks == [0, 0, 0.2]
+    time.sleep(0.4)  # the quiet time under test: twice the longest lock, half the memory
+    assert login_wait(store, policy, "bob", "198.51.100.7")[0] == 0
+    assert login_failed(store, policy, "bob", "198.51.100.7").user == 0.2  # locked again
 
 
 def test_an_address_trying_many_names_is_locked_and_a_forged_header_does_not_help(

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
+from http.cookiejar import CookieJar
 from pathlib import Path
+from urllib.parse import urlencode
 
+import ztq.core as ztq
 from tests.console.conftest import PASSWORD, SECRET
+from ztq.core import streams
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -21,6 +26,26 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _opener(jar: CookieJar) -> urllib.request.OpenerDirector:
+    return urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+
+
+def _sign_in(opener: urllib.request.OpenerDirector, base: str, forwarded: str) -> None:
+    with opener.open(base + "/login", timeout=5) as page:
+        csrf = re.search(r'name="csrf_token" value="([^"]+)"', page.read().decode())
+    assert csrf
+    form = {"username": "ann", "password": PASSWORD, "csrf_token": csrf.group(1)}
+    request = urllib.request.Request(base + "/login", data=urlencode(form).encode())
+    request.add_header("X-Forwarded-For", forwarded)
+    with opener.open(request, timeout=5) as r:
+        assert r.url.endswith("/workers")
+
+
+def _status(opener: urllib.request.OpenerDirector, url: str) -> tuple[int, str]:
+    with opener.open(url, timeout=5) as r:  # redirects followed: the final page
+        return r.status, r.url
 
 
 def test_pserve_app_ini(redis_url: str, user_lines: str, tmp_path: Path) -> None:
@@ -32,6 +57,7 @@ def test_pserve_app_ini(redis_url: str, user_lines: str, tmp_path: Path) -> None
         "ZTQ_REDIS_URL": redis_url,
         "ZTQ_CONSOLE_SECRET": SECRET,
         "ZTQ_CONSOLE_USERS": user_lines.replace("\n", ";"),
+        "ZTQ_CONSOLE_TRUSTED_PROXIES": "127.0.0.1",
     }
     pserve = Path(sys.executable).with_name("pserve")
     proc = subprocess.Popen([str(pserve), str(tmp_path / "app.ini")], env=env, cwd=tmp_path,
@@ -52,6 +78,25 @@ def test_pserve_app_ini(redis_url: str, user_lines: str, tmp_path: Path) -> None
         request.add_header("Authorization", f"Basic {token}")
         with urllib.request.urlopen(request, timeout=5) as r:
             assert r.status == 200 and r.headers["Content-Type"].startswith("application/json")
+        # through waitress, behind a trusted proxy: the forwarded client is the address
+        base = f"http://127.0.0.1:{port}"
+        jar, stolen = CookieJar(), CookieJar()
+        browser, thief = _opener(jar), _opener(stolen)
+        _sign_in(browser, base, "198.51.100.77")
+        signed_in = streams.stream_page(ztq.get_storage(), "audit", limit=5).rows[0]
+        assert signed_in["detail"] == "password, from 198.51.100.77"
+        # a copied cookie dies with the sign-out (the issue's report, replayed on pserve)
+        for cookie in jar:
+            stolen.set_cookie(cookie)
+        assert _status(thief, base + "/workers") == (200, base + "/workers")
+        with browser.open(base + "/sessions", timeout=5) as page:
+            csrf = re.search(r'name="csrf_token" value="([^"]+)"', page.read().decode())
+        assert csrf
+        out = urllib.request.Request(
+            base + "/logout", data=urlencode({"csrf_token": csrf.group(1)}).encode()
+        )
+        assert _status(browser, out)[1].startswith(base + "/login")
+        assert _status(thief, base + "/workers")[1].startswith(base + "/login")
     finally:
         proc.terminate()
         proc.wait(10)
