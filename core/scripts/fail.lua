@@ -9,6 +9,16 @@
 local ready = {high = KEYS[8], normal = KEYS[9], low = KEYS[10]}
 local worker, id, token, name = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local err, tb, retry, maxlen = ARGV[5], ARGV[6], tonumber(ARGV[7]), ARGV[8]
+-- the first `n` bytes of `s` without cutting a UTF-8 character in two: readers decode the
+-- history as UTF-8, and half a character made every read of the stream fail
+local function utf8_head(s, n)
+  if #s <= n then return s end
+  local cut = n + 1  -- the first byte left out; step back while it continues a character
+  while cut > 1 and string.byte(s, cut) >= 0x80 and string.byte(s, cut) < 0xC0 do
+    cut = cut - 1
+  end
+  return string.sub(s, 1, cut - 1)
+end
 local meta, payload = load(KEYS[1], id)
 if not holds(meta, token, worker) then
   return 'refused'
@@ -19,7 +29,7 @@ redis.call('ZREM', KEYS[2], id)
 redis.call('XADD', KEYS[6], 'MAXLEN', '~', maxlen, '*', 'id', id, 'task', name,
   'status', retry >= 0 and 'retry' or 'failed', 'worker', worker, 'thread', meta.thread or '',
   'enqueued', meta.enqueued or 0, 'started', started, 'ended', now,
-  'runtime_ms', now - started, 'summary', string.sub(err, 1, 200))
+  'runtime_ms', now - started, 'summary', utf8_head(err, 200))
 redis.call('HINCRBY', KEYS[7], 'failed', 1)
 redis.call('PEXPIRE', KEYS[7], 7200000)
 meta.error, meta.traceback, meta.ended = err, tb, now

@@ -184,6 +184,22 @@ def test_fail_goes_to_error_queue_and_redo_brings_it_back(storage: Storage) -> N
     assert ztq.ping(h) == "queued" and fetch_all(storage) == [h.id]
 
 
+@pytest.mark.parametrize("char", ["é", "错", "\U0001f4a5", "Z\u0336"])
+def test_history_summary_is_cut_between_characters(storage: Storage, char: str) -> None:
+    """The summary keeps 200 bytes of the error: never half a character (a reader decodes
+    the stream as UTF-8, and one broken entry made the whole history unreadable)."""
+    h = t.boom.delay()
+    [lease] = storage.fetch("default", W, "t0", 30_000, 1)
+    for pad in range(4):  # every way a character can straddle byte 200
+        error = "E: " + "x" * pad + char * 200
+        storage.fail("default", W, h.id, lease.token, t.boom.name, error, "", retry_delay_ms=0)
+        storage.promote("default")
+        [lease] = storage.fetch("default", W, "t0", 30_000, 1)
+        summary = storage.client.xrevrange(storage.keys.history("default"), count=1)[0][1]
+        summary = summary["summary"]
+        assert error.startswith(summary) and 196 < len(summary.encode()) <= 200
+
+
 def test_fail_with_retry_goes_to_delayed(storage: Storage) -> None:
     h = t.boom.delay()
     [lease] = storage.fetch("default", W, "t0", 30_000, 1)
