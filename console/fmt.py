@@ -13,14 +13,17 @@ from datetime import datetime, timezone
 from typing import Any
 
 ELLIPSIS = "…"
+MAX_MS = 253_402_300_799_999  # 9999-12-31 23:59:59.999 UTC, the last moment a datetime holds
 
 
 def _ms(value: Any) -> float | None:
+    """A positive number of ms a date can show; None for anything else (text, NaN, inf, a
+    time past the year 9999): Redis holds what any writer put there."""
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
-    return number if number > 0 else None
+    return number if 0 < number <= MAX_MS else None
 
 
 def ts(value: Any, style: str = "short") -> str:
@@ -28,7 +31,10 @@ def ts(value: Any, style: str = "short") -> str:
     ms = _ms(value)
     if ms is None:
         return ""
-    when = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    try:
+        when = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return ""
     if style == "iso":
         return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
     return when.strftime("%Y-%m-%d %H:%M:%S")

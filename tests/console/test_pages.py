@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from webtest import TestApp
 
 from tests import sample_tasks as t
 from tests.console import scenario
+from ztq.console import fmt
 from ztq.core.storage import Storage
 
 PAGES = ["/workers", "/workers/app-1.4242", "/queues", "/queues/default", "/queues/mail",
@@ -248,3 +251,28 @@ def test_corrupt_records_do_not_break_pages(operator: TestApp, store: Storage) -
     for task_id in raws:
         assert operator.get(f"/tasks/{task_id}").status_int == 200, task_id
         assert operator.get(f"/api/tasks/{task_id}").status_int == 200, task_id
+
+
+ODD_TIMES = ["inf", "-inf", "nan", "1e300", 1e300, 10**400, "<b>1</b>", -1, None, [1]]
+
+
+@pytest.mark.parametrize("odd", ODD_TIMES, ids=lambda v: repr(v)[:12])
+def test_times_that_no_clock_gives_show_blank(odd: object) -> None:
+    assert fmt.ts(odd) == fmt.ts(odd, "iso") == fmt.ago(odd) == fmt.duration(odd) == ""
+
+
+def test_times_out_of_range_do_not_break_pages(operator: TestApp, store: Storage) -> None:
+    """Times are read from whatever is in Redis: a foreign writer or a broken clock may
+    leave text, infinity or a moment past the year 9999 there (a worker that reported it
+    started at 1e300 made /workers answer 500)."""
+    scenario.heartbeat(store, "odd-1", started=1e300)
+    scenario.heartbeat(store, "odd-2", started="inf", current={"t": {"started": 1e300}})
+    meta = {"state": "error", "enqueued": 1e300, "started": "inf", "ended": 1e300, "failed": 1e300}
+    store.register_queue("default")
+    store.client.hset(store.keys.tasks("default"), "odd", json.dumps(meta) + '\n{"task":"x"}')
+    store.client.zadd(store.keys.errors("default"), {"odd": 1})
+    store.client.xadd(store.keys.history("default"), {"id": "odd", "ended": "1e300",
+                      "started": "inf", "enqueued": "-1", "runtime_ms": "1e300"})  # fmt: skip
+    for url in ("/workers", "/workers/odd-1", "/workers/odd-2", "/errors", "/history",
+                "/tasks/odd", "/api/workers", "/metrics"):  # fmt: skip
+        assert operator.get(url).status_int == 200, url
