@@ -372,7 +372,17 @@ def cron_table(storage: Storage) -> list[dict[str, Any]]:
             entry.setdefault("name", name)
             entry["disabled"] = name in off
             out.append(entry)
-    return sorted(out, key=lambda e: (int(e.get("next") or 0), str(e["name"])))
+    return sorted(out, key=lambda e: (_when(e.get("next")), str(e["name"])))
+
+
+def _when(value: Any) -> float:
+    """A time to sort by: what a worker wrote (ms), else 0 (the hash is readable by anyone
+    who shares the Redis; one odd entry must not make the whole table unreadable)."""
+    try:
+        number = float(value or 0)
+    except (TypeError, ValueError, OverflowError):
+        return 0.0
+    return number if number == number else 0.0  # NaN sorts nowhere
 
 
 def find_task(storage: Storage, task_id: str, queue: str | None = None) -> list[TaskRecord]:

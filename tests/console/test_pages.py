@@ -276,3 +276,14 @@ def test_times_out_of_range_do_not_break_pages(operator: TestApp, store: Storage
     for url in ("/workers", "/workers/odd-1", "/workers/odd-2", "/errors", "/history",
                 "/tasks/odd", "/api/workers", "/metrics"):  # fmt: skip
         assert operator.get(url).status_int == 200, url
+
+
+def test_cron_entries_with_odd_next_times_are_listed(operator: TestApp, store: Storage) -> None:
+    """The cron hash is readable by anyone sharing the Redis: an entry whose next run is
+    not a number (it made /scheduled and /api/scheduled answer 500) sorts first."""
+    scenario.cron(store, "good", next=10**13)
+    for name, odd in (("text", "<b>soon</b>"), ("list", [1]), ("inf", "Infinity"), ("nan", "NaN")):
+        scenario.cron(store, name, next=odd)
+    assert operator.get("/scheduled").status_int == 200
+    names = [e["name"] for e in operator.get("/api/scheduled").json["cron"]]
+    assert names[-1] == "inf" and names.index("good") > names.index("text")
