@@ -6,7 +6,7 @@ Parameters are validated here so that a bad value gives a clear 404 or is clampe
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -15,7 +15,6 @@ from pyramid.httpexceptions import HTTPNotFound, HTTPSeeOther
 from ztq.core import monitor, streams
 from ztq.core.calls import TASK_ID
 from ztq.core.keys import QUEUE_NAME
-from ztq.core.record import TaskRecord
 
 STATES = ("queued", "delayed", "running", "error", "done")
 
@@ -107,51 +106,6 @@ def parse_ref(value: str) -> tuple[str, str] | None:
     if sep and valid_queue(queue) and valid_task_id(task_id):
         return queue, task_id
     return None
-
-
-def task_matcher(task: str = "", text: str = "", state: str = "") -> monitor.Match | None:
-    """A filter on records: task name contains ``task``; ``text`` in id, task name,
-    arguments or error; ``state`` equal. None when there is nothing to filter on."""
-    task_l, text_l = task.lower(), text.lower()
-    if not (task_l or text_l or state):
-        return None
-
-    def match(rec: TaskRecord) -> bool:
-        if state and rec.state.value != state:
-            return False
-        if task_l and task_l not in rec.task.lower():
-            return False
-        if text_l:
-            hay = " ".join(
-                (
-                    rec.id,
-                    rec.task,
-                    rec.payload_text,
-                    str(rec.get("error") or ""),
-                    str(rec.get("traceback") or ""),
-                )
-            ).lower()
-            return text_l in hay
-        return True
-
-    return match
-
-
-def fields_matcher(**wanted: str) -> Callable[[dict[str, str]], bool] | None:
-    """A filter on stream entries: each given field contains the wanted text (``status``,
-    ``kind`` and ``id`` must be equal)."""
-    wanted = {k: v.lower() for k, v in wanted.items() if v}
-    if not wanted:
-        return None
-
-    def match(fields: dict[str, str]) -> bool:
-        for key, value in wanted.items():
-            have = str(fields.get(key, "")).lower()
-            if (have != value) if key in ("status", "kind", "id") else (value not in have):
-                return False
-        return True
-
-    return match
 
 
 def query(request: Any, **changes: Any) -> dict[str, str]:

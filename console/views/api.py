@@ -11,13 +11,11 @@ from typing import Any
 from pyramid.response import Response
 from pyramid.view import view_config
 
-from ztq.console import models
 from ztq.console.views.errors import errors_query
 from ztq.console.views.logs import STATUSES
 from ztq.console.views.queues import overview
 from ztq.console.web import (
     choice_param,
-    fields_matcher,
     known_queues,
     not_found,
     page_size,
@@ -26,6 +24,8 @@ from ztq.console.web import (
     valid_task_id,
 )
 from ztq.core import monitor, streams
+from ztq.core import overview as models
+from ztq.core.filters import fields_matcher
 from ztq.core.logins import login_stats
 from ztq.core.sessions import count_sessions
 from ztq.core.tokens import count_tokens

@@ -7,8 +7,6 @@ from typing import Any
 from pyramid.renderers import render_to_response
 from pyramid.view import view_config
 
-from ztq.console import bulk
-from ztq.console.groups import group_errors
 from ztq.console.security import OPERATE
 from ztq.console.web import (
     audit,
@@ -19,10 +17,11 @@ from ztq.console.web import (
     page_size,
     queue_filter,
     safe_next,
-    task_matcher,
     text_param,
 )
-from ztq.core import monitor
+from ztq.core import bulk, monitor
+from ztq.core.filters import task_matcher
+from ztq.core.groups import group_errors
 
 
 def errors_query(request: Any) -> tuple[dict[str, str], list[str], monitor.Match | None]:

@@ -6,23 +6,22 @@ from typing import Any
 
 from pyramid.view import view_config
 
-from ztq.console import models
 from ztq.console.security import OPERATE
 from ztq.console.web import (
     audit,
     back,
     choice_param,
-    fields_matcher,
     flash,
     known_queues,
     page_size,
     queue_filter,
-    task_matcher,
     text_param,
 )
 from ztq.core import monitor, streams
+from ztq.core import overview as models
 from ztq.core.calls import TaskCall
 from ztq.core.errors import ZtqError
+from ztq.core.filters import fields_matcher, task_matcher
 from ztq.core.storage import EnqueueEntry
 from ztq.core.workers import set_cron_enabled
 

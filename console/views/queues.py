@@ -6,7 +6,6 @@ from typing import Any
 
 from pyramid.view import view_config
 
-from ztq.console import models
 from ztq.console.security import OPERATE
 from ztq.console.web import (
     audit,
@@ -19,37 +18,14 @@ from ztq.console.web import (
     valid_queue,
 )
 from ztq.core import monitor
+from ztq.core import overview as overview_
 
 
 def overview(request: Any, queues: list[str] | None = None) -> list[dict[str, Any]]:
     """Stats of the queues with the threads serving each (shared with the JSON API)."""
-    storage = request.storage
-    stats = monitor.queue_stats(storage, queues if queues is not None else known_queues(request))
-    serving = models.threads_by_queue(
-        models.workers(storage, request.registry.ztq_settings.lost_after)
-    )
-    now = models.now_ms()
-    out = []
-    for s in stats:
-        out.append(
-            {
-                "name": s.name,
-                "ready": s.ready,
-                "pending": s.pending,
-                "delayed": s.delayed,
-                "running": s.running,
-                "errors": s.errors,
-                "paused": s.paused,
-                "threads": serving.get(s.name, 0),
-                "head_age_ms": now - s.head_enqueued if s.head_enqueued else None,
-                "first_error": s.first_error,
-                "last_error": s.last_error,
-                "throughput": s.throughput,
-                "done_hour": sum(d for _, d, _ in s.throughput),
-                "failed_hour": sum(f for _, _, f in s.throughput),
-            }
-        )
-    return out
+    names = queues if queues is not None else known_queues(request)
+    lost_after = request.registry.ztq_settings.lost_after
+    return overview_.queues(request.storage, names, lost_after)
 
 
 def _queue_or_404(request: Any) -> str:

@@ -13,17 +13,16 @@ from ztq.console.web import (
     audit,
     back,
     choice_param,
-    fields_matcher,
     flash,
     not_found,
     page_size,
     parse_ref,
-    task_matcher,
     text_param,
     valid_queue,
     valid_task_id,
 )
 from ztq.core import monitor, streams
+from ztq.core.filters import fields_matcher, task_matcher
 from ztq.core.record import TaskRecord
 from ztq.core.workers import send_command
 

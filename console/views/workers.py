@@ -6,10 +6,11 @@ from typing import Any
 
 from pyramid.view import view_config
 
-from ztq.console import models
 from ztq.console.security import OPERATE
-from ztq.console.web import audit, back, fields_matcher, flash, not_found, valid_queue
+from ztq.console.web import audit, back, flash, not_found, valid_queue
 from ztq.core import monitor, streams
+from ztq.core import overview as models
+from ztq.core.filters import fields_matcher
 from ztq.core.workers import COMMANDS, forget_worker, get_worker, send_command
 
 STATUS_ORDER = {"running": 0, "paused": 1, "stopping": 2, "stopped": 3, "lost": 4}

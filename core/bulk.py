@@ -1,12 +1,14 @@
-"""Bulk actions over whole sets (every error of a filter, every ready task of a queue).
+"""Bulk actions over whole sets (every error of a filter, every ready task of a queue),
+for the console's ``POST /bulk`` and the ``ztq redo`` / ``delete`` / ``purge`` commands.
 
-A bulk action runs in steps: each ``POST /bulk`` works through batches (one script call
-each) for about ``ztq.console.bulk_seconds``, then either finishes or answers a progress
-page whose form carries the position; the page script submits it again at once (without
-JavaScript the operator presses *Continue*). Nothing is kept on the server between steps,
-every step is a signed-in, CSRF-checked operator request, and a console restart loses
-nothing. Positions are re-checked against Redis on every step, so a forged position can
-only make a step skip or repeat work the operator may do anyway.
+A bulk action runs in steps: in the console each ``POST /bulk`` works through batches (one
+script call each) for about ``ztq.console.bulk_seconds``, then either finishes or answers a
+progress page whose form carries the position; the page script submits it again at once
+(without JavaScript the operator presses *Continue*). Nothing is kept on the server between
+steps, every step is a signed-in, CSRF-checked operator request, and a console restart
+loses nothing. Positions are re-checked against Redis on every step, so a forged position
+can only make a step skip or repeat work the operator may do anyway. The ``ztq`` command
+runs the same steps in a loop.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ztq.console.web import task_matcher, valid_queue
 from ztq.core import monitor
+from ztq.core.filters import task_matcher
+from ztq.core.keys import QUEUE_NAME
 from ztq.core.storage import Storage
 
 KINDS = {
@@ -57,7 +60,7 @@ class BulkJob:
         """The job named by form fields, or None when they do not describe one."""
         action, source = str(params.get("action", "")), str(params.get("source", ""))
         queue = str(params.get("queue", ""))
-        if (action, source) not in KINDS or (queue and not valid_queue(queue)):
+        if (action, source) not in KINDS or (queue and not QUEUE_NAME.match(queue)):
             return None
 
         def num(name: str) -> int:

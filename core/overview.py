@@ -1,15 +1,20 @@
-"""What the pages and the JSON API show of workers and tasks, built from ``ztq.core`` reads.
+"""What the console's pages, its JSON API and the ``ztq`` command show of workers, queues
+and tasks, built from the read models (:mod:`ztq.core.monitor`).
 
-The same dicts feed the templates and ``/api/...``, so the two never disagree.
+The same dicts feed the templates, ``/api/...`` and ``ztq ... --json``, so they never
+disagree.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from ztq.core import monitor
+from ztq.core.calls import TASK_ID
+from ztq.core.keys import QUEUE_NAME
 from ztq.core.record import TaskRecord
 from ztq.core.storage import Storage
 from ztq.core.workers import WorkerInfo, list_workers
@@ -94,9 +99,7 @@ def workers(storage: Storage, lost_after: float) -> list[dict]:
 
 
 def _valid_pair(queue: str, task_id: str) -> bool:
-    from ztq.console.web import valid_queue, valid_task_id
-
-    return valid_queue(queue) and valid_task_id(task_id)
+    return bool(QUEUE_NAME.match(queue) and TASK_ID.match(task_id))
 
 
 def threads_by_queue(workers_: list[dict]) -> dict[str, int]:
@@ -177,3 +180,31 @@ def row_dict(row: monitor.Row, score_name: str = "") -> dict[str, Any]:
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def queues(storage: Storage, names: Sequence[str], lost_after: float) -> list[dict[str, Any]]:
+    """Stats of the queues with the threads of live workers serving each (3 round trips)."""
+    stats = monitor.queue_stats(storage, names)
+    serving = threads_by_queue(workers(storage, lost_after))
+    now = now_ms()
+    out = []
+    for s in stats:
+        out.append(
+            {
+                "name": s.name,
+                "ready": s.ready,
+                "pending": s.pending,
+                "delayed": s.delayed,
+                "running": s.running,
+                "errors": s.errors,
+                "paused": s.paused,
+                "threads": serving.get(s.name, 0),
+                "head_age_ms": now - s.head_enqueued if s.head_enqueued else None,
+                "first_error": s.first_error,
+                "last_error": s.last_error,
+                "throughput": s.throughput,
+                "done_hour": sum(d for _, d, _ in s.throughput),
+                "failed_hour": sum(f for _, _, f in s.throughput),
+            }
+        )
+    return out
