@@ -10,7 +10,7 @@ from webtest import TestApp
 from tests import sample_tasks as t
 from tests.console import scenario
 from ztq.console import fmt
-from ztq.core.storage import Storage
+from ztq.core.storage import EnqueueEntry, Storage
 
 PAGES = ["/workers", "/workers/app-1.4242", "/queues", "/queues/default", "/queues/mail",
          "/errors", "/errors?queue=mail", "/errors/groups", "/running", "/scheduled", "/history",
@@ -287,3 +287,29 @@ def test_cron_entries_with_odd_next_times_are_listed(operator: TestApp, store: S
     assert operator.get("/scheduled").status_int == 200
     names = [e["name"] for e in operator.get("/api/scheduled").json["cron"]]
     assert names[-1] == "inf" and names.index("good") > names.index("text")
+
+
+def test_long_names_are_cut_where_they_are_listed(operator: TestApp, store: Storage) -> None:
+    """A 100 kB task, worker, host, thread or cron name (nothing stops a producer or a
+    worker from sending one) is cut on lists and in headings, so a page stays small and
+    its table narrow; the task's arguments still show in full on its page. (Ids are not
+    cut: forms and links need them whole.)"""
+    name = "N" * 100_000
+    store.register_queue("default")
+    entry = EnqueueEntry("long", json.dumps({"task": name, "args": [name]}), "normal")
+    store.call(*store.enqueue_op("default", [entry]))
+    [lease] = store.fetch("default", name, name, 60_000, 1)
+    store.fail("default", name, lease.id, lease.token, name, f"E: {name}", name)
+    run = {"id": "long", "queue": "default", "task": name}
+    scenario.heartbeat(store, "w-long", name=name, host=name, ip=name, pid=name,
+                       threads={name: 1}, current={name: run})  # fmt: skip
+    scenario.log(store, name, name, name, **{name: name})
+    scenario.cron(store, "long-cron", spec=name, task=name, args=[name])
+    for url in ("/workers", "/errors", "/errors/groups", "/scheduled",
+                "/history", "/log", "/running", "/search?q=NNN"):  # fmt: skip
+        page = operator.get(url)
+        assert len(page.body) < 40_000, (url, len(page.body))
+    assert f"<h1>{name[:199]}… <span" in operator.get("/workers/w-long").text
+    detail = operator.get("/tasks/long")
+    assert f"{name[:199]}…</span>" in detail.text  # the heading
+    assert name[:60_000] in detail.text  # the arguments
