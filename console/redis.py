@@ -16,7 +16,10 @@ from ztq.core.storage import Storage
 
 def includeme(config: Configurator) -> None:
     cfg = config.registry.ztq_settings
-    storage = Storage(make_client(cfg.redis_url), prefix=cfg.prefix, url=cfg.redis_url)
+    # the console shows what any client wrote: bytes that are not UTF-8 read as U+FFFD
+    # rather than fail the page (a worker's code never sees this client)
+    client = make_client(cfg.redis_url, encoding_errors="replace")
+    storage = Storage(client, prefix=cfg.prefix, url=cfg.redis_url)
     config.registry.ztq_storage = storage
 
     def get_storage(request: Any) -> Storage:

@@ -313,3 +313,24 @@ def test_long_names_are_cut_where_they_are_listed(operator: TestApp, store: Stor
     detail = operator.get("/tasks/long")
     assert f"{name[:199]}…</span>" in detail.text  # the heading
     assert name[:60_000] in detail.text  # the arguments
+
+
+def test_bytes_that_are_not_utf8_show_as_replacement_characters(
+    operator: TestApp, store: Storage
+) -> None:
+    """Half a character (what fail.lua wrote into history summaries before it cut between
+    characters, kept until the stream is trimmed) or any bytes another client wrote: pages
+    show U+FFFD instead of answering 500."""
+    bad = "错".encode()[:2]
+    store.register_queue("default")
+    k, c = store.keys, store.client
+    c.xadd(k.history("default"), {"id": "t1", "task": b"x" + bad, "summary": b"E: " + bad})
+    c.hset(k.tasks("default"), "t1", b'{"state":"error","error":"E: ' + bad + b'"}\n{"task":"x"}')
+    c.zadd(k.errors("default"), {"t1": 1})
+    c.hset(k.workers, b"w" + bad, b'{"name":"' + bad + b'"}')
+    c.zadd(k.seen, {b"w" + bad: 1})
+    c.xadd(k.events, {"kind": "start", "worker": b"w" + bad, "message": bad})
+    for url in ("/history", "/tasks/t1", "/errors", "/errors/groups", "/workers", "/log",
+                "/api/history", "/api/errors", "/api/workers", "/metrics"):  # fmt: skip
+        text = operator.get(url).text
+        assert "\ufffd" in text or "\\ufffd" in text, url  # JSON may escape it
