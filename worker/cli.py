@@ -1,10 +1,13 @@
-"""The ``ztq`` command: worker, info, enqueue, redo, purge, token, hash-password."""
+"""The ``ztq`` command: ``worker``; the operator's ``info``, ``workers``, ``queue``,
+``errors``, ``task``, ``redo``, ``delete``, ``purge`` and ``check`` (:mod:`ztq.worker.ops`);
+``enqueue``; ``token`` and ``hash-password`` for the console."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import ztq.core as ztq
@@ -20,9 +23,6 @@ def _queue_flag(value: str, default_pool: str = "thread") -> list[ThreadSpec]:
     name, _, rest = value.partition(":")
     count, _, pool = rest.partition(":")
     return parse_queue_entry(name, f"{count or 1} {pool or default_pool}", "--queue: ")
-
-
-REDO_BATCH = 500  # tasks per script call of redo --all
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,7 +64,48 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--prefetch", type=int, help="most tasks leased in one call (default 32)")
     w.add_argument("--grace", type=float, help="seconds to finish running tasks on SIGTERM")
 
-    info = sub.add_parser("info", help="show queues and workers")
+    info = sub.add_parser("info", help="queues and workers, as tables")
+    info.add_argument("--json", action="store_true", help="the console's /api dicts")
+    info.add_argument(
+        "--watch",
+        nargs="?",
+        type=float,
+        const=2.0,
+        metavar="SECONDS",
+        help="refresh in place every SECONDS (default 2) until Ctrl-C",
+    )
+    info.add_argument("--all", action="store_true", help="stopped workers too")
+    wk = sub.add_parser("workers", help="list workers, or pause|resume|stop|threads them")
+    wk.add_argument("action", nargs="?", choices=["pause", "resume", "stop", "threads"])
+    wk.add_argument("worker", nargs="*", help="worker names (as the console shows them)")
+    wk.add_argument("--queue", help="threads: the queue")
+    wk.add_argument("--count", type=int, help="threads: how many (0 to 256)")
+    wk.add_argument("--json", action="store_true")
+    wk.add_argument("--all", action="store_true", help="stopped workers too")
+    qu = sub.add_parser("queue", help="pause, resume or purge a queue")
+    qu.add_argument("action", choices=["pause", "resume", "purge"])
+    qu.add_argument("queue")
+    qu.add_argument(
+        "what",
+        nargs="?",
+        choices=["ready", "delayed", "errors"],
+        default="ready",
+        help="purge: which list (default ready)",
+    )
+    qu.add_argument("--yes", action="store_true", help="do not ask before purging")
+    er = sub.add_parser("errors", help="failed tasks (newest first), grouped, or one in full")
+    er.add_argument("id", nargs="?", help="show this task with its traceback")
+    er.add_argument("--queue", help="one queue (default: all)")
+    er.add_argument("--task", help="task name contains")
+    er.add_argument("--grep", help="text in the id, name, arguments or error")
+    er.add_argument("--limit", type=int, default=50)
+    er.add_argument("--groups", action="store_true", help="grouped by error and top frame")
+    er.add_argument("--window", type=int, default=500, help="--groups: newest errors to group")
+    er.add_argument("--json", action="store_true")
+    tq = sub.add_parser("task", help="one task in full, in any state")
+    tq.add_argument("id")
+    tq.add_argument("--queue", help="look in this queue only")
+    tq.add_argument("--json", action="store_true")
     e = sub.add_parser("enqueue", help="enqueue a task by name")
     e.add_argument("task")
     e.add_argument("--args", default="[]", help="JSON list")
@@ -75,10 +116,33 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("redo", help="move failed tasks back to ready")
     r.add_argument("queue")
     r.add_argument("ids", nargs="*")
-    r.add_argument("--all", action="store_true", help="every error present when the command starts")
-    pg = sub.add_parser("purge", help="delete every task of a list")
+    r.add_argument("--all", action="store_true", help="every error present when it starts")
+    r.add_argument("--task", help="only errors whose task name contains this")
+    r.add_argument("--grep", help="only errors with this text in id, arguments or error")
+    r.add_argument("--yes", action="store_true", help=argparse.SUPPRESS)  # redo never asks
+    d = sub.add_parser("delete", help="delete tasks by id, or errors in bulk")
+    d.add_argument("queue")
+    d.add_argument("ids", nargs="*")
+    d.add_argument("--errors", action="store_true", help="delete errors in bulk (with --all, "
+                   "--task or --grep)")  # fmt: skip
+    d.add_argument("--all", action="store_true")
+    d.add_argument("--task")
+    d.add_argument("--grep")
+    d.add_argument("--yes", action="store_true", help="do not ask")
+    pg = sub.add_parser("purge", help="delete every task of a list (as 'queue purge')")
     pg.add_argument("queue")
     pg.add_argument("what", choices=["ready", "delayed", "errors"])
+    pg.add_argument("--yes", action="store_true", help="do not ask")
+    ck = sub.add_parser("check", help="exit non-zero with a reason when something is wrong")
+    ck.add_argument("--queue", action="append", default=[], help="check these queues only")
+    ck.add_argument(
+        "--max-wait",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="the oldest waiting task may wait this long (default 300; 0: no limit)",
+    )
+    ck.add_argument("--json", action="store_true")
     tk = sub.add_parser("token", help="API tokens for the console's /api and /metrics")
     tks = tk.add_subparsers(dest="token_command", required=True)
     tc = tks.add_parser("create", help="create a token; it is printed once, stored hashed")
@@ -89,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     tl.add_argument("--json", action="store_true", help="one JSON list")
     tr = tks.add_parser("revoke", help="end a token now")
     tr.add_argument("id", help="the token's id (the 12 hex digits after ztq_)")
-    for p in (info, e, r, pg, tc, tl, tr):
+    for p in (info, wk, qu, er, tq, e, r, d, pg, ck, tc, tl, tr):
         p.add_argument("-c", "--config", help="ini file (worker.ini or app.ini) for Redis")
         p.add_argument("--redis", help="Redis URL (overrides ZTQ_REDIS_URL and the file)")
         p.add_argument("--prefix", help="Redis key prefix (overrides ZTQ_PREFIX and the file)")
@@ -146,18 +210,6 @@ def _connect(args: argparse.Namespace) -> ztq.Storage:
     return app.connect(cfg.redis_url, prefix=cfg.prefix)
 
 
-def cmd_info(args: argparse.Namespace) -> int:
-    from ztq.core.workers import list_workers
-
-    storage = _connect(args)
-    for queue in storage.queues():
-        pending, paused = storage.pending_count(queue), storage.is_paused(queue)
-        print(f"queue {queue}: pending {pending} paused {paused}")
-    for w in list_workers(storage):
-        print(f"worker {w.id}: {w.status} host {w.get('host')} threads {w.get('threads')}")
-    return 0
-
-
 def cmd_enqueue(args: argparse.Namespace) -> int:
     _connect(args)
     try:
@@ -176,39 +228,6 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
     )
     handle = call.enqueue()
     print(f"{handle.id} {handle.outcome}")
-    return 0
-
-
-def cmd_redo(args: argparse.Namespace) -> int:
-    from ztq.core.monitor import queue_stats
-
-    storage = _connect(args)
-    total = 0
-    if args.all:
-        # bounded like the console's bulk redo: the errors present now, not the ones the
-        # redone tasks make when they fail again at once (that loop would never end)
-        present = queue_stats(storage, [args.queue], minutes=0)[0].errors
-        while total < present:
-            moved = storage.requeue(args.queue, "error", oldest=min(REDO_BATCH, present - total))
-            if not moved:
-                break
-            total += moved
-        print(f"{total} of {present} error(s) back in {args.queue}")
-    else:
-        total = storage.requeue(args.queue, "error", args.ids)
-        print(f"{total} task(s) back in {args.queue}")
-    return 0
-
-
-def cmd_purge(args: argparse.Namespace) -> int:
-    storage = _connect(args)
-    total = 0
-    while True:
-        deleted, taken = storage.remove(args.queue, purge=args.what, limit=1000)
-        total += deleted
-        if taken == 0:
-            break
-    print(f"{total} task(s) deleted from {args.queue} {args.what}")
     return 0
 
 
@@ -259,12 +278,29 @@ def cmd_hash_password(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {
+def _ops(name: str) -> Callable[[argparse.Namespace], int]:
+    """A command of :mod:`ztq.worker.ops` (imported when used: rich is not needed to work)."""
+
+    def run(args: argparse.Namespace) -> int:
+        from ztq.worker import ops
+
+        return int(getattr(ops, name)(args, _connect))
+
+    return run
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "worker": cmd_worker,
-    "info": cmd_info,
+    "info": _ops("cmd_info"),
+    "workers": _ops("cmd_workers"),
+    "queue": _ops("cmd_queue"),
+    "errors": _ops("cmd_errors"),
+    "task": _ops("cmd_task"),
+    "redo": _ops("cmd_redo"),
+    "delete": _ops("cmd_delete"),
+    "purge": _ops("cmd_purge"),
+    "check": _ops("cmd_check"),
     "enqueue": cmd_enqueue,
-    "redo": cmd_redo,
-    "purge": cmd_purge,
     "token": cmd_token,
     "hash-password": cmd_hash_password,
 }

@@ -56,7 +56,7 @@ def test_redo_all_is_bounded_by_the_errors_present_at_the_start(
     assert _fail_everything_ready(storage) == 1200
     wrapped = FailsAgainAtOnce(storage)
     monkeypatch.setattr(cli, "_connect", lambda args: wrapped)
-    assert main(["redo", QUEUE, "--all", "--redis", redis_url]) == 0
+    assert main(["redo", QUEUE, "--all", "--yes", "--redis", redis_url]) == 0
     assert "1200 of 1200 error(s) back in default" in capsys.readouterr().out
     assert wrapped.calls == 3  # 500 + 500 + 200, then it stops
 
@@ -66,7 +66,7 @@ def test_redo_all_moves_every_error(redis_url: str, capsys: pytest.CaptureFixtur
     for i in range(3):
         t.noop.delay(i)
     _fail_everything_ready(storage)
-    assert main(["redo", QUEUE, "--all", "--redis", redis_url]) == 0
+    assert main(["redo", QUEUE, "--all", "--yes", "--redis", redis_url]) == 0
     assert "3 of 3 error(s) back in default" in capsys.readouterr().out
     assert storage.pending_count(QUEUE) == 3
 

@@ -1,0 +1,290 @@
+"""The operator's ``ztq`` commands: tables for people (colours only on a terminal,
+NO_COLOR respected), ``--json`` for scripts, ``--watch``, the commands that change things
+(audited, asking before destroying), and ``ztq check`` for probes and cron jobs."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import select
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import ztq.core as ztq
+from tests import sample_tasks as t
+from tests.console import scenario
+from ztq.core import overview, streams
+from ztq.core.storage import Storage
+from ztq.core.workers import take_commands
+from ztq.worker.cli import main
+
+ZTQ = str(Path(sys.executable).with_name("ztq"))
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+@pytest.fixture
+def store(redis_url: str) -> Storage:
+    return ztq.get_storage()
+
+
+def run(capsys: pytest.CaptureFixture[str], redis_url: str, *argv: str) -> tuple[int, str, str]:
+    code = main([*argv, "--redis", redis_url])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def in_a_terminal(redis_url: str, *argv: str, answer: str = "", env: dict[str, str] | None = None,
+                  timeout: float = 30) -> tuple[int, str]:  # fmt: skip
+    """Run ``ztq`` on a pseudo-terminal (as a person would), typing ``answer``."""
+    master, slave = pty.openpty()
+    environ = {**os.environ, "ZTQ_REDIS_URL": redis_url, "COLUMNS": "200", "TERM": "xterm",
+               **(env or {})}  # fmt: skip
+    environ.pop("NO_COLOR", None) if env is None or "NO_COLOR" not in env else None
+    proc = subprocess.Popen([ZTQ, *argv], stdin=slave, stdout=slave, stderr=slave, env=environ)
+    os.close(slave)
+    if answer:
+        os.write(master, answer.encode())
+    chunks, deadline = [], time.monotonic() + timeout
+    while True:
+        ready, _, _ = select.select([master], [], [], 0.2)
+        if ready:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # the child closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data)
+        elif proc.poll() is not None:
+            break
+        assert time.monotonic() < deadline, b"".join(chunks).decode(errors="replace")
+    os.close(master)
+    return proc.wait(10), b"".join(chunks).decode(errors="replace")
+
+
+def audit_actions(store: Storage) -> list[tuple[str, str]]:
+    return [(e["user"], e["action"]) for e in streams.stream_page(store, "audit", limit=20).rows]
+
+
+def test_info_shows_queues_and_live_workers_as_tables(
+    store: Storage, redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario.populate(store)
+    scenario.heartbeat(store, "old-1", status="stopped", threads={"default": 1})
+    code, out, _ = run(capsys, redis_url, "info")
+    assert code == 0 and not ANSI.search(out)  # not a terminal: no colour codes
+    default = next(line for line in out.splitlines() if line.startswith("default "))
+    # ready high/normal/low, delayed, running, errors, done 1h, failed 1h
+    assert default.split()[:7] == ["default", "1/12/1", "3", "1", "4", "6", "4"]
+    assert "active" in default
+    assert re.search(r"^reports\s+0/4/0\s.*\s0\s+active$", out, re.M)  # its worker is lost
+    assert re.search(r"^batch-7\s+lost\s", out, re.M)
+    assert re.search(r"^mailer-1\s+paused\s+mail-1\s+4242\s+0%\s+64\.0 MB\s+mail:2", out, re.M)
+    assert "tests.sample_tasks.sleepy" in out  # app-1's current task
+    assert "old-1" not in out and "1 stopped worker(s) not shown (--all shows them)" in out
+    assert "old-1" in run(capsys, redis_url, "info", "--all")[1]
+
+
+def test_info_json_is_what_the_console_api_serves(
+    store: Storage, redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario.populate(store)
+    code, out, _ = run(capsys, redis_url, "info", "--json")
+    data = json.loads(out)
+    api = overview.queues(store, store.queues(), 30.0)
+    assert [q["name"] for q in data["queues"]] == [q["name"] for q in api]
+    assert data["queues"][0].keys() == api[0].keys()
+    assert {w["id"] for w in data["workers"]} == {"app-1.4242", "mailer-1", "batch-7"}
+    assert json.loads(run(capsys, redis_url, "workers", "--json")[1])[0]["id"]
+
+
+def test_colours_on_a_terminal_and_none_with_no_color(store: Storage, redis_url: str) -> None:
+    scenario.populate(store)
+    code, shown = in_a_terminal(redis_url, "info")
+    assert code == 0 and ANSI.search(shown) and "lost" in shown
+    red_lost = re.search(r"\x1b\[[0-9;]*31m\s*lost", shown)
+    assert red_lost, shown[:2000]
+    code, plain = in_a_terminal(redis_url, "info", env={"NO_COLOR": "1"})
+    assert code == 0 and "lost" in plain and not re.search(r"\x1b\[[0-9;]*3[0-7]m", plain)
+
+
+def test_errors_list_filter_groups_and_one_in_full(
+    store: Storage, redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ids = scenario.populate(store)
+    code, out, _ = run(capsys, redis_url, "errors")
+    assert code == 0 and "disk 2 is full" in out and "550 mailbox unavailable" in out
+    out = run(capsys, redis_url, "errors", "--grep", "disk 1")[1]
+    assert "disk 1 is full" in out and "disk 2" not in out
+    out = run(capsys, redis_url, "errors", "--queue", "mail", "--json")[1]
+    [only] = json.loads(out)
+    assert only["queue"] == "mail" and only["error"].startswith("SMTPRecipientsRefused")
+    out = run(capsys, redis_url, "errors", "--groups")[1]
+    assert re.search(r"^\s*4\s+ValueError: .*sample_tasks\.py:44 in boom", out, re.M)
+    code, out, _ = run(capsys, redis_url, "errors", ids["errors"][0])
+    assert code == 0 and "Traceback (most recent call last)" in out and "disk 0 is full" in out
+    code, out, _ = run(capsys, redis_url, "task", ids["errors"][0], "--json")
+    assert json.loads(out)["traceback"].startswith("Traceback")
+    code, _, err = run(capsys, redis_url, "task", "0" * 32)
+    assert code == 1 and "no task" in err
+
+
+def test_worker_and_queue_commands_are_sent_and_audited(
+    store: Storage, redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario.populate(store)
+    code, out, _ = run(capsys, redis_url, "workers", "pause", "app-1.4242")
+    assert code == 0 and out.strip() == "sent pause to app-1.4242"
+    code, out, _ = run(capsys, redis_url, "workers", "threads", "app-1.4242", "--queue",
+                       "mail", "--count", "3")  # fmt: skip
+    assert code == 0
+    commands = take_commands(store, "app-1.4242")
+    assert [(c["cmd"], c.get("threads")) for c in commands] == [("pause", None), ("set_threads", 3)]
+    assert commands[0]["by"].startswith("cli:")
+    code, _, err = run(capsys, redis_url, "workers", "stop", "nobody")
+    assert code == 1 and "no worker nobody" in err
+    assert run(capsys, redis_url, "queue", "pause", "reports")[0] == 0
+    assert store.is_paused("reports")
+    assert run(capsys, redis_url, "queue", "resume", "reports")[0] == 0
+    assert not store.is_paused("reports")
+    actions = audit_actions(store)
+    assert [a for _, a in actions[:4]] == ["resume queue", "pause queue", "worker set_threads",
+                                           "worker pause"]  # fmt: skip
+    assert all(user.startswith("cli:") for user, _ in actions[:4])
+
+
+def test_destroying_needs_yes_where_nobody_can_be_asked(
+    store: Storage, redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for i in range(5):
+        t.add.delay(i, 0)
+    code, _, err = run(capsys, redis_url, "purge", "default", "ready")
+    assert code == 2 and "add --yes" in err and store.pending_count("default") == 5
+    code, out, _ = run(capsys, redis_url, "queue", "purge", "default", "ready", "--yes")
+    assert code == 0 and "5 task(s) deleted from default ready" in out
+    assert store.pending_count("default") == 0
+    assert "purge ready" in [a for _, a in audit_actions(store)]
+
+
+def test_a_person_is_asked_and_sees_progress(store: Storage, redis_url: str) -> None:
+    for i in range(1200):
+        t.boom.delay(f"job-{i}")
+    scenario.work(store, fail=lambda p: "broken", limit=2000)
+    code, shown = in_a_terminal(redis_url, "delete", "default", "--errors", "--all", answer="n\n")
+    assert code == 2 and "Delete the errors of default (1200 to look at)?" in shown
+    assert "nothing was changed" in shown
+    assert store.client.zcard(store.keys.errors("default")) == 1200
+    code, shown = in_a_terminal(redis_url, "redo", "default", "--grep", "job-11")
+    assert code == 0 and "111 of 1200 error(s) back in default" in shown  # 11, 110..119, 1100..
+    assert "[y/n]" not in shown  # a redo destroys nothing: it does not ask
+    assert "━" in shown  # rich's progress bar was drawn on the terminal
+    assert store.pending_count("default") == 111
+
+
+def test_bulk_delete_takes_only_the_matching_errors(
+    store: Storage, redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for to in ("ann", "bob", "bob2"):
+        t.send.delay(to, "x")
+    scenario.work(store, "mail", fail=lambda p: f"refused {p['args'][0]}")
+    code, out, _ = run(capsys, redis_url, "delete", "mail", "--errors", "--grep", "bob", "--yes")
+    assert code == 0 and "2 error(s) deleted from mail" in out
+    [left] = store.client.zrange(store.keys.errors("mail"), 0, -1)
+    assert "ann" in store.client.hget(store.keys.tasks("mail"), left)
+    code, _, err = run(capsys, redis_url, "delete", "mail", "--errors", "--yes")
+    assert code == 2 and "--errors with --all, --task or --grep" in err
+
+
+def check(redis_url: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "ZTQ_REDIS_URL": redis_url}
+    return subprocess.run([ZTQ, "check", *argv], env=env, capture_output=True, text=True,
+                          timeout=30, check=False)  # fmt: skip
+
+
+def test_check_exits_non_zero_with_a_reason(store: Storage, redis_url: str) -> None:
+    assert check(redis_url).returncode == 0 and check(redis_url).stdout.strip() == "ok"
+    t.add.delay(1, 1)
+    done = check(redis_url)
+    assert done.returncode == 1
+    assert "queue default: 1 task(s) and no live worker serves it" in done.stderr
+    scenario.heartbeat(store, "w1", threads={"default": 1})
+    assert check(redis_url).returncode == 0
+    head = store.client.lindex(store.keys.ready("default", "normal"), 0)
+    raw = store.client.hget(store.keys.tasks("default"), head)
+    meta, payload = raw.split("\n", 1)
+    old = json.loads(meta) | {"enqueued": int((time.time() - 900) * 1000)}
+    store.client.hset(store.keys.tasks("default"), head, json.dumps(old) + "\n" + payload)
+    done = check(redis_url, "--max-wait", "600", "--json")
+    assert done.returncode == 1
+    [reason] = json.loads(done.stdout)["problems"]
+    assert re.fullmatch(r"queue default: the oldest task waits 9\d\d s \(more than 600 s\)", reason)
+    assert check(redis_url, "--max-wait", "0").returncode == 0
+    down = check("redis://127.0.0.1:1/0")
+    assert down.returncode == 2 and "cannot reach Redis" in down.stderr
+
+
+def test_watch_refreshes_until_interrupted(store: Storage, redis_url: str) -> None:
+    t.add.delay(1, 1)
+    env = {**os.environ, "ZTQ_REDIS_URL": redis_url, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([ZTQ, "info", "--watch", "0.2"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    assert proc.stdout is not None
+    snapshots: list[str] = []
+    lines: list[str] = []
+    deadline = time.monotonic() + 20
+    while len(snapshots) < 3 and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if line.startswith("-- ") and "every 0.2 s" in line:
+            snapshots.append("".join(lines))
+            lines = []
+            if len(snapshots) == 1:
+                t.add.delay(2, 2)  # a later snapshot shows it
+        else:
+            lines.append(line)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(10) == 0 and len(snapshots) == 3
+    assert re.search(r"^default\s+0/1/0\s", snapshots[0], re.M)
+    assert re.search(r"^default\s+0/2/0\s", snapshots[2], re.M)
+
+
+def test_every_command_of_docs_cli_md_runs(store: Storage, redis_url: str) -> None:
+    """Each ``ztq ...`` line of docs/cli.md, run as written on a populated Redis (names
+    in capitals filled in); --watch and the prompt for a password are left out. ``ztq
+    check`` answers 0 or 1 here; its reasons are tested above."""
+    from tests.test_doc_examples import code_blocks
+
+    ids = scenario.populate(store)
+    t.send.delay("eve@example.org", "x")
+    scenario.work(store, "mail", fail=lambda p: "550 mailbox unavailable")
+    mail_error = store.client.zrange(store.keys.errors("mail"), -1, -1)[0]
+    lines = [line.split(" #")[0].strip() for block in code_blocks("cli.md")
+             for line in block.splitlines() if line.startswith("ztq ")]  # fmt: skip
+    assert len(lines) >= 25
+    fill = {"TASK_ID [TASK_ID...]": mail_error, "TASK_ID": ids["errors"][0],
+            "WORKER [WORKER...]": "app-1.4242", "WORKER": "app-1.4242",
+            "TOKEN_ID": "0123456789ab"}  # fmt: skip
+    env = {**os.environ, "ZTQ_REDIS_URL": redis_url}
+    ran = 0
+    for line in lines:
+        if "--watch" in line or "hash-password" in line:
+            continue
+        for name, value in fill.items():
+            line = line.replace(name, value)
+        if "delete mail" in line and "--yes" not in line:
+            line += " --yes"  # no terminal to ask on: the doc says so
+        done = subprocess.run([ZTQ, *shlex.split(line)[1:]], env=env, capture_output=True,
+                              text=True, timeout=30, check=False)  # fmt: skip
+        expected = {1} if "revoke" in line else {0}  # no such token
+        if line.startswith("ztq check"):
+            expected = {0, 1}  # the populated Redis has a queue whose worker is lost
+        assert done.returncode in expected, f"{line}: {done.returncode} {done.stderr}"
+        ran += 1
+    assert ran >= 22

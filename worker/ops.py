@@ -1,0 +1,359 @@
+"""The operator's commands of ``ztq``: what the console shows and does, from a terminal.
+
+Reads (``info``, ``workers``, ``errors``, ``task``, ``check``) print tables, or with
+``--json`` the dicts the console's ``/api`` serves (:mod:`ztq.core.overview`). Writes
+(``workers pause|resume|stop|threads``, ``queue pause|resume|purge``, ``redo``,
+``delete``, ``purge``) go through the same storage calls and bulk steps as the console,
+are written to the console's audit log as ``cli:<login>``, and the destroying ones ask
+first (``--yes`` skips the question; without a terminal it is required).
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.text import Text
+
+from ztq.console.fmt import duration, size
+from ztq.core import bulk, monitor, overview, streams
+from ztq.core.errors import ConnectionFailed, ZtqError
+from ztq.core.filters import task_matcher
+from ztq.core.groups import group_errors
+from ztq.core.keys import check_queue
+from ztq.core.record import TaskRecord
+from ztq.core.storage import Storage
+from ztq.core.workers import DEFAULT_LOST_AFTER, get_worker, send_command
+from ztq.worker import terminal
+
+STATUS_STYLE = {"running": "green", "paused": "yellow", "stopping": "yellow",
+                "stopped": "dim", "lost": "bold red"}  # fmt: skip
+BULK_BATCH = 500
+SCAN_BUDGET = 10_000  # errors a filtered list may read to fill its page
+Connect = Callable[[argparse.Namespace], Storage]
+
+
+def _who() -> str:
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (KeyError, OSError):
+        return "cli:?"
+
+
+def _audit(storage: Storage, action: str, **fields: Any) -> None:
+    streams.write_audit(storage, _who(), action, **fields)
+
+
+def _ago(ms: Any) -> str:
+    return duration(ms) if ms is not None else "–"
+
+
+# -- reads -----------------------------------------------------------------------------------
+def _queues_table(queues: list[dict[str, Any]]) -> RenderableType:
+    columns = ("QUEUE", ">READY h/n/l", ">DELAYED", ">RUNNING", ">ERRORS", ">DONE 1h",
+               ">FAILED 1h", ">OLDEST WAITING", ">THREADS", "STATE")  # fmt: skip
+    t = terminal.table(*columns, title="Queues")
+    for q in queues:
+        r = q["ready"]
+        errors = Text(str(q["errors"]), style="red" if q["errors"] else "")
+        state = Text("paused", style="yellow") if q["paused"] else Text("active")
+        threads = Text(str(q["threads"]), style="" if q["threads"] else "bold red")
+        t.add_row(q["name"], f"{r.get('high', 0)}/{r.get('normal', 0)}/{r.get('low', 0)}",
+                  str(q["delayed"]), str(q["running"]), errors, str(q["done_hour"]),
+                  str(q["failed_hour"]), _ago(q["head_age_ms"]), threads, state)  # fmt: skip
+    if not queues:
+        return Text("no queue yet: nothing was enqueued", style="dim")
+    return t
+
+
+def _workers_table(workers: list[dict[str, Any]]) -> RenderableType:
+    t = terminal.table("WORKER", "STATUS", "HOST", ">PID", ">CPU", ">MEMORY", "THREADS",
+                       "CURRENT", ">LAST REPORT", title="Workers")  # fmt: skip
+    for w in workers:
+        cpu = f"{w['cpu_percent']:.0f}%" if w["cpu_percent"] is not None else "–"
+        threads = " ".join(f"{q}:{n}" for q, n in sorted(w["threads"].items()))
+        current = "\n".join(
+            f"{c['task']} {c['id'][:12]} {_ago(c['runtime_ms'])}" for c in w["current"]
+        )
+        t.add_row(w["name"], Text(w["status"], style=STATUS_STYLE.get(w["status"], "")),
+                  w["host"], str(w["pid"] or "–"), cpu, size(w["rss"]) if w["rss"] else "–",
+                  threads, current or Text("idle", style="dim"),
+                  f"{_ago(w['report_age_ms'])} ago")  # fmt: skip
+    return t
+
+
+def _shown_workers(storage: Storage, show_all: bool) -> tuple[list[dict[str, Any]], int]:
+    """Workers to show (lost ones always: they need a look) and how many stopped are hidden."""
+    everyone = overview.workers(storage, DEFAULT_LOST_AFTER)
+    shown = [w for w in everyone if show_all or w["status"] != "stopped"]
+    return shown, len(everyone) - len(shown)
+
+
+def _info(storage: Storage, show_all: bool) -> tuple[dict[str, Any], RenderableType]:
+    queues = overview.queues(storage, storage.queues(), DEFAULT_LOST_AFTER)
+    workers, hidden = _shown_workers(storage, show_all)
+    data = {"queues": queues, "workers": workers, "stopped_hidden": hidden}
+    parts: list[RenderableType] = [_queues_table(queues), Text("")]
+    if workers:
+        parts.append(_workers_table(workers))
+    else:
+        parts.append(Text("no live worker", style="bold red"))
+    if hidden:
+        parts.append(Text(f"{hidden} stopped worker(s) not shown (--all shows them)", style="dim"))
+    return data, Group(*parts)
+
+
+def cmd_info(args: argparse.Namespace, connect: Connect) -> int:
+    storage = connect(args)
+    if args.watch:
+        return terminal.watch(lambda: _info(storage, args.all)[1], args.watch)
+    data, shown = _info(storage, args.all)
+    if args.json:
+        terminal.print_json(data)
+    else:
+        terminal.out().print(shown)
+    return 0
+
+
+def cmd_workers(args: argparse.Namespace, connect: Connect) -> int:
+    storage = connect(args)
+    if args.action:
+        return _command_workers(storage, args)
+    workers, hidden = _shown_workers(storage, args.all)
+    if args.json:
+        terminal.print_json(workers)
+    else:
+        terminal.out().print(_workers_table(workers) if workers else "no live worker")
+        if hidden:
+            terminal.err().print(f"{hidden} stopped worker(s) not shown (--all shows them)")
+    return 0
+
+
+def _error_rows(storage: Storage, args: argparse.Namespace, limit: int) -> list[monitor.Row]:
+    queues = [check_queue(args.queue)] if args.queue else storage.queues()
+    match = task_matcher(args.task or "", args.grep or "")
+    page = monitor.score_page(storage, "errors", queues, None, limit, match=match,
+                              budget=max(limit, SCAN_BUDGET))  # fmt: skip
+    return page.rows
+
+
+def _show_task(rec: TaskRecord, as_json: bool) -> None:
+    data = overview.task_dict(rec, full=True)
+    if as_json:
+        terminal.print_json(data)
+        return
+    console = terminal.out()
+    t = terminal.table("FIELD", "VALUE")
+    for key, value in data.items():
+        if key not in ("traceback", "traceback_truncated", "result", "options"):
+            t.add_row(key, str(value))
+    console.print(t)
+    if data.get("result"):
+        console.print(Text("result: ", style="bold") + Text(str(data["result"])))
+    if data.get("traceback"):
+        console.print(Text(str(data["traceback"]), style="red"))
+
+
+def cmd_errors(args: argparse.Namespace, connect: Connect) -> int:
+    storage = connect(args)
+    if args.id:
+        return cmd_task(args, connect, storage)
+    if args.groups:
+        groups = group_errors(_error_rows(storage, args, args.window))
+        if args.json:
+            terminal.print_json([vars(g) for g in groups])
+            return 0
+        t = terminal.table(">COUNT", "ERROR", "WHERE", "TASKS", ">LAST", title="Error groups")
+        now = time.time() * 1000
+        for g in groups:
+            tasks = ", ".join(f"{name} ({n})" for name, n in sorted(g.tasks.items()))
+            t.add_row(str(g.count), g.message[:120], g.frame or "–", tasks,
+                      f"{_ago(now - g.last)} ago")  # fmt: skip
+        terminal.out().print(t if groups else "no errors")
+        return 0
+    rows = _error_rows(storage, args, args.limit)
+    if args.json:
+        terminal.print_json([overview.row_dict(r, "failed_at") for r in rows])
+        return 0
+    t = terminal.table("ID", "QUEUE", "TASK", "ERROR", ">FAILED", ">ATTEMPTS", title="Errors")
+    now = time.time() * 1000
+    for r in rows:
+        rec = r.record
+        if rec is None:
+            continue
+        t.add_row(r.id, r.queue, rec.task, str(rec.get("error") or "")[:120],
+                  f"{_ago(now - (r.score or now))} ago", str(rec.get("attempts") or 0))  # fmt: skip
+    terminal.out().print(t if rows else "no errors")
+    return 0
+
+
+def cmd_task(args: argparse.Namespace, connect: Connect, storage: Storage | None = None) -> int:
+    storage = storage or connect(args)
+    found = monitor.find_task(storage, args.id, check_queue(args.queue) if args.queue else None)
+    if not found:
+        terminal.err().print(
+            f"ztq: no task {args.id}" + (f" in {args.queue}" if args.queue else "")
+        )
+        return 1
+    for rec in found:
+        _show_task(rec, args.json)
+    return 0
+
+
+# -- writes ----------------------------------------------------------------------------------
+def _command_workers(storage: Storage, args: argparse.Namespace) -> int:
+    extra: dict[str, Any] = {}
+    command = {"pause": "pause", "resume": "resume", "stop": "stop",
+               "threads": "set_threads"}[args.action]  # fmt: skip
+    if command == "set_threads":
+        if args.queue is None or args.count is None or not 0 <= args.count <= 256:
+            raise ZtqError("ztq workers threads WORKER --queue QUEUE --count N (0 to 256)")
+        extra = {"queue": check_queue(args.queue), "threads": args.count}
+    failed = 0
+    for worker_id in args.worker:
+        info = get_worker(storage, worker_id)
+        if info is None:
+            terminal.err().print(f"ztq: no worker {worker_id}")
+            failed += 1
+            continue
+        if command == "set_threads" and not info.get("config_editable"):
+            terminal.err().print(f"ztq: {worker_id} does not accept thread changes "
+                                 "(active_config = false)")  # fmt: skip
+            failed += 1
+            continue
+        send_command(storage, worker_id, command, by=_who(), **extra)
+        detail = " ".join(f"{k}={v}" for k, v in extra.items())
+        _audit(storage, f"worker {command}", detail=f"{worker_id} {detail}".strip())
+        print(f"sent {command} to {worker_id}")
+    return 1 if failed else 0
+
+
+def cmd_queue(args: argparse.Namespace, connect: Connect) -> int:
+    storage = connect(args)
+    queue = check_queue(args.queue)
+    if not monitor.queue_exists(storage, queue):
+        raise ZtqError(f"no queue named {queue}")
+    if args.action == "purge":
+        return purge(storage, queue, args.what, args.yes)
+    if args.action == "pause":
+        storage.pause(queue)
+    else:
+        storage.resume(queue)
+    _audit(storage, f"{args.action} queue", queue=queue)
+    print(f"{queue} {'paused' if args.action == 'pause' else 'resumed'}")
+    return 0
+
+
+def purge(storage: Storage, queue: str, what: str, yes: bool) -> int:
+    """Delete every task of one list of a queue (bounded: what is there when it starts)."""
+    stats = monitor.queue_stats(storage, [queue], minutes=0)[0]
+    present = {"ready": stats.pending, "delayed": stats.delayed, "errors": stats.errors}[what]
+    if not present:
+        print(f"0 task(s) deleted from {queue} {what}: it is empty")
+        return 0
+    terminal.confirm(f"Delete the {present} {what} task(s) of {queue}?", yes)
+    total = taken_all = 0
+    with terminal.progress(f"purge {queue} {what}", present) as advance:
+        while taken_all < present:
+            deleted, taken = storage.remove(queue, purge=what, limit=min(1000, present - taken_all))
+            if not taken:
+                break
+            total += deleted
+            taken_all += taken
+            advance(taken)
+    _audit(storage, f"purge {what}", queue=queue, count=total)
+    print(f"{total} task(s) deleted from {queue} {what}")
+    return 0
+
+
+def _bulk(storage: Storage, job: bulk.BulkJob, queues: Sequence[str]) -> int:
+    bulk.start(storage, job, queues)
+    with terminal.progress(job.describe(), job.total) as advance:
+        while not job.finished:
+            before = job.scanned
+            bulk.step(storage, job, queues, batch=BULK_BATCH, seconds=0.5)
+            advance(job.scanned - before)
+    return job.done
+
+
+def cmd_redo(args: argparse.Namespace, connect: Connect) -> int:
+    storage = connect(args)
+    queue = check_queue(args.queue)
+    if args.ids:
+        total = storage.requeue(queue, "error", args.ids)
+        _audit(storage, "redo", queue=queue, ids=args.ids, count=total)
+        print(f"{total} task(s) back in {queue}")
+        return 0
+    if not (args.all or args.task or args.grep):
+        raise ZtqError("name task ids, or --all (with --task / --grep to pick some errors)")
+    job = bulk.BulkJob("redo", "errors", queue, args.task or "", args.grep or "")
+    done = _bulk(storage, job, [queue])
+    _audit(storage, "bulk redo", queue=queue, count=done, detail=job.describe())
+    print(f"{done} of {job.total} error(s) back in {queue}")
+    return 0
+
+
+def cmd_delete(args: argparse.Namespace, connect: Connect) -> int:
+    storage = connect(args)
+    queue = check_queue(args.queue)
+    if args.ids:
+        terminal.confirm(f"Delete {len(args.ids)} task(s) of {queue}?", args.yes)
+        deleted, _ = storage.remove(queue, args.ids)
+        _audit(storage, "delete", queue=queue, ids=args.ids, count=deleted)
+        print(f"{deleted} task(s) deleted from {queue}")
+        return 0
+    if not (args.errors and (args.all or args.task or args.grep)):
+        raise ZtqError("name task ids, or --errors with --all, --task or --grep")
+    job = bulk.BulkJob("delete", "errors", queue, args.task or "", args.grep or "")
+    present = monitor.queue_stats(storage, [queue], minutes=0)[0].errors
+    which = "matching " if job.filtered else ""
+    terminal.confirm(f"Delete the {which}errors of {queue} ({present} to look at)?", args.yes)
+    done = _bulk(storage, job, [queue])
+    _audit(storage, "bulk delete", queue=queue, count=done, detail=job.describe())
+    print(f"{done} error(s) deleted from {queue}")
+    return 0
+
+
+def cmd_purge(args: argparse.Namespace, connect: Connect) -> int:
+    return purge(connect(args), check_queue(args.queue), args.what, args.yes)
+
+
+# -- health ----------------------------------------------------------------------------------
+def problems(storage: Storage, queues: Sequence[str], max_wait: float) -> list[str]:
+    """What is wrong, one reason a line: a queue whose oldest task waits longer than
+    ``max_wait`` seconds, a queue with waiting tasks and no live worker serving it."""
+    found = []
+    for q in overview.queues(storage, queues, DEFAULT_LOST_AFTER):
+        waiting = (q["head_age_ms"] or 0) / 1000
+        if max_wait and q["pending"] and waiting > max_wait:
+            found.append(f"queue {q['name']}: the oldest task waits {waiting:.0f} s "
+                         f"(more than {max_wait:g} s)")  # fmt: skip
+        if q["threads"] == 0 and (q["pending"] or q["delayed"]) and not q["paused"]:
+            found.append(f"queue {q['name']}: {q['pending'] + q['delayed']} task(s) and no "
+                         "live worker serves it")  # fmt: skip
+    return found
+
+
+def cmd_check(args: argparse.Namespace, connect: Connect) -> int:
+    """Exit 0 when all is well, 1 with a reason a line when not, 2 when Redis is down."""
+    try:
+        storage = connect(args)
+        queues = [check_queue(q) for q in args.queue] or storage.queues()
+        found = problems(storage, queues, args.max_wait)
+    except ConnectionFailed as exc:
+        found, code = [str(exc)], 2
+    else:
+        code = 1 if found else 0
+    if args.json:
+        terminal.print_json({"ok": not found, "problems": found})
+    elif found:
+        for line in found:
+            print(f"ztq check: {line}", file=sys.stderr)
+    else:
+        print("ok")
+    return code
