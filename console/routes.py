@@ -2,7 +2,8 @@
 (``POST /workers`` commands a worker, ``POST /tasks`` acts on tasks, ``POST /bulk`` runs one
 step of a bulk action).
 
-The public routes (no login) are ``login``, ``lang`` and the static assets; everything else
+The public routes (no login) are ``login``, ``lang``, ``healthz`` (for probes and load
+balancers: it tells only whether Redis answers) and the static assets; everything else
 needs a signed-in user (``tests/console/test_security.py`` walks this table to check it).
 """
 
@@ -10,13 +11,14 @@ from __future__ import annotations
 
 from pyramid.config import Configurator
 
-PUBLIC = ("login", "lang", "__static/")
+PUBLIC = ("login", "lang", "healthz", "__static/")
 
 ROUTES = (
     ("home", "/"),
     ("login", "/login"),
     ("logout", "/logout"),
     ("lang", "/lang"),
+    ("healthz", "/healthz"),
     # workers
     ("workers", "/workers"),
     ("worker", "/workers/{id}"),

@@ -106,6 +106,17 @@ def module_list(raw: Any) -> tuple[str, ...]:
     return tuple(m for m in str(raw).replace(",", " ").split() if m)
 
 
+def host_port(raw: Any) -> str:
+    """``8080`` or ``HOST:8080`` (checked here, split by the worker), or empty."""
+    value = str(raw).strip()
+    if not value:
+        return ""
+    _, _, port = value.rpartition(":")
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"must be PORT or HOST:PORT, not {raw!r}")
+    return value
+
+
 def text(raw: Any) -> str:
     return str(raw)
 
@@ -165,6 +176,9 @@ SETTINGS: tuple[Setting, ...] = (
             app_key=None, worker_keys=("modules",)),
     Setting("active_config", boolean, True, "may the console change the worker's threads",
             app_key=None, worker_keys=("active_config",)),
+    Setting("health", host_port, "", "serve /livez and /readyz on PORT or HOST:PORT (flag "
+            "--health-port; HOST defaults to 0.0.0.0); empty: no health endpoints",
+            app_key=None, worker_keys=("health",)),
     _worker("lease", number(0, above=True), 15.0,
             "seconds a fetched task is held without a heartbeat renewing it"),
     _worker("heartbeat", number(0, above=True), 3.0,

@@ -59,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--name", help="worker name shown in the console")
     w.add_argument("--prefix", help="Redis key prefix")
     w.add_argument("--burst", action="store_true", help="exit when the queues are empty")
+    w.add_argument("--health-port", metavar="[HOST:]PORT",
+                   help="serve /livez and /readyz here (HOST defaults to 0.0.0.0)")  # fmt: skip
     w.add_argument("--lease", type=float, help="lease seconds (default 15)")
     w.add_argument("--heartbeat", type=float, help="heartbeat seconds (default 3)")
     w.add_argument("--prefetch", type=int, help="most tasks leased in one call (default 32)")
@@ -191,6 +193,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         "prefetch": args.prefetch,
         "grace": args.grace,
         "burst": args.burst or None,
+        "health": args.health_port,
     }
     cfg = load_config(args.config, **overrides)
     if args.imports:  # added to the modules of the environment or the file

@@ -64,6 +64,7 @@ class WorkerConfig:
     retry_backoff: float = 1.0  # seconds before the first retry; doubles per attempt
     burst: bool = False
     lost_after: float = 30.0
+    health: str = ""  # PORT or HOST:PORT of /livez and /readyz (worker/health.py)
 
     @property
     def worker_id(self) -> str:

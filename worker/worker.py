@@ -31,6 +31,7 @@ from ztq.worker.async_pool import AsyncExecutor
 from ztq.worker.config import MAX_ASYNC, MAX_THREADS, ThreadSpec, WorkerConfig
 from ztq.worker.execute import wrong_pool
 from ztq.worker.executor import BaseExecutor, Executor
+from ztq.worker.health import Health, HealthServer, parse_address
 from ztq.worker.scheduler import Scheduler
 from ztq.worker.sysinfo import SysInfo
 from ztq.worker.timeouts import TimeoutWatch
@@ -71,6 +72,8 @@ class Worker:
         self.scheduler: Scheduler | None = None
         self.timeouts = TimeoutWatch(self)
         self._drain_setup = False
+        self.health = Health(self.storage, cfg.heartbeat, cfg.lost_after)
+        self.health_server: HealthServer | None = None
 
     # -- setup -------------------------------------------------------------------------------
     def setup(self) -> None:
@@ -169,6 +172,7 @@ class Worker:
             else "running"
         )
         write_heartbeat(self.storage, self.id, self.describe(status))
+        self.health.beating()
 
     def describe(self, status: str) -> dict[str, Any]:
         threads: dict[str, int] = {}
@@ -368,6 +372,9 @@ class Worker:
         signal.signal(signal.SIGINT, self._on_signal)
 
     def run(self) -> None:
+        if self.cfg.health:  # before setup: a probe gets "not ready", not a refused port
+            self.health_server = HealthServer(self.health, parse_address(self.cfg.health))
+            self.health_server.start()
         self.setup()
         self.app.middleware.notify("worker_start", self)
         self.start_executors()
@@ -380,6 +387,7 @@ class Worker:
         self.command_thread.start()
         delay = 0.5
         while not self.stopping.is_set():
+            self.health.looping()
             try:
                 self.tick()
                 delay = 0.5
@@ -398,6 +406,7 @@ class Worker:
 
     def shutdown(self) -> None:
         self.stopping.set()
+        self.health.stopping = True
         deadline = time.monotonic() + self.cfg.grace
         for ex in list(self.executors):
             while ex.is_alive() and time.monotonic() < deadline:
@@ -420,4 +429,6 @@ class Worker:
             and self.command_thread is not threading.current_thread()
         ):
             self.command_thread.join(2.0)
+        if self.health_server is not None:
+            self.health_server.stop()
         log.info("worker %s stopped", self.id)

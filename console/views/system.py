@@ -10,10 +10,16 @@ from urllib.parse import urlencode
 from pyramid.exceptions import BadCSRFOrigin, BadCSRFToken
 from pyramid.httpexceptions import HTTPSeeOther
 from pyramid.renderers import render_to_response
-from pyramid.view import exception_view_config, forbidden_view_config, notfound_view_config
+from pyramid.security import NO_PERMISSION_REQUIRED
+from pyramid.view import (
+    exception_view_config,
+    forbidden_view_config,
+    notfound_view_config,
+    view_config,
+)
 
 from ztq.console.security import IdentityRefused, LoginThrottled, basic_allowed
-from ztq.core.errors import ConnectionFailed
+from ztq.core.errors import ConnectionFailed, ZtqError
 
 
 def _is_api(request: Any) -> bool:
@@ -86,4 +92,21 @@ def identity_refused(exc: Any, request: Any) -> Any:
 def login_throttled(exc: Any, request: Any) -> Any:
     response = _problem(request, 429, request.t("Too many failed sign-ins"), str(exc))
     response.headers["Retry-After"] = str(max(1, math.ceil(exc.wait)))
+    return response
+
+
+@view_config(
+    route_name="healthz", request_method=("GET", "HEAD"), permission=NO_PERMISSION_REQUIRED
+)
+def healthz(request: Any) -> Any:
+    """200 while this process serves and Redis answers, else 503; no login, nothing else told."""
+    response = request.response
+    response.content_type = "application/json"
+    try:
+        request.storage.ping_server()
+    except ZtqError:
+        response.status = 503
+        response.json_body = {"ok": False, "redis": "unreachable"}
+        return response
+    response.json_body = {"ok": True}
     return response

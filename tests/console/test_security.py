@@ -64,7 +64,7 @@ def test_every_route_is_listed_and_needs_a_login(wsgi: Any, anon: TestApp) -> No
         assert r.status_int in (303, 401, 403, 404), url
         assert "/login" in r.headers.get("Location", "/login")
         checked += 1
-    assert checked == len(ROUTES) - 2  # all but login and lang
+    assert checked == len(ROUTES) - 3  # all but login, lang and healthz
 
 
 def test_every_view_outside_login_requires_a_permission(wsgi: Any) -> None:
@@ -280,3 +280,11 @@ def test_environment_overrides_the_ini(monkeypatch: pytest.MonkeyPatch, redis_ur
     assert cfg.secret == "from-the-environment-0123456789"
     assert set(cfg.users) == {"ann", "vic"} and cfg.redis_url == redis_url
     assert login(TestApp(wsgi), "vic", "pw").get("/queues").status_int == 200
+
+
+def test_the_console_healthz_needs_no_login_and_tells_only_ok(settings: dict[str, Any]) -> None:
+    r = TestApp(main({}, **settings)).get("/healthz")
+    assert r.status_int == 200 and r.json == {"ok": True} and "Set-Cookie" not in r.headers
+    down = TestApp(main({}, **{**settings, "ztq.redis_url": "redis://127.0.0.1:1/0"}))
+    r = down.get("/healthz", expect_errors=True)
+    assert r.status_int == 503 and r.json == {"ok": False, "redis": "unreachable"}

@@ -1,0 +1,207 @@
+"""Health checks: the worker's /livez and /readyz, the console's /healthz, and the commands
+of docs/deploy.md (Kubernetes probes, the systemd unit, the cron check) run as written."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.console.conftest import SECRET
+from tests.test_doc_examples import code_blocks
+from ztq.core.errors import ConfigError
+from ztq.core.passwords import hash_password
+from ztq.worker.embedded import RedisProcess
+from ztq.worker.health import parse_address
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=3) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def wait_for(url: str, status: int, proc: subprocess.Popen[bytes], timeout: float = 30) -> str:
+    """Poll ``url`` until it answers ``status`` (the process must stay up meanwhile)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            got, body = get(url)
+            if got == status:
+                return body
+        except (urllib.error.URLError, ConnectionError):
+            pass
+        assert proc.poll() is None, f"the process exited with {proc.returncode}"
+        assert time.monotonic() < deadline, f"{url} did not answer {status}"
+        time.sleep(0.1)
+
+
+def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, within: float = 45) -> int:
+    proc.send_signal(sig)
+    try:
+        return proc.wait(within)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def worker_ini(tmp_path: Path, redis_url: str) -> Path:
+    path = tmp_path / "worker.ini"
+    path.write_text(f"[server]\nredis = {redis_url}\nheartbeat = 0.5\nlease = 2\n"
+                    "idle_wait = 0.5\n\n"
+                    "[queues]\ndefault = 1\n")  # fmt: skip
+    return path
+
+
+def test_health_addresses() -> None:
+    assert parse_address("8080") == ("0.0.0.0", 8080)
+    assert parse_address("127.0.0.1:9000") == ("127.0.0.1", 9000)
+    assert parse_address("[::1]:9000") == ("::1", 9000)
+    for bad in ("", "http", "0", "70000", "host:"):
+        with pytest.raises(ConfigError):
+            parse_address(bad)
+
+
+def test_a_bad_health_port_stops_the_worker_with_a_clear_error(tmp_path: Path) -> None:
+    env = {**os.environ, "ZTQ_REDIS_URL": "redis://127.0.0.1:1/0"}
+    done = subprocess.run([str(BIN / "ztq"), "worker", "--health-port", "eighty"], env=env,
+                          capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert done.returncode == 2 and "health must be PORT or HOST:PORT" in done.stderr
+
+
+def test_readyz_follows_redis_and_livez_stays_up(tmp_path: Path) -> None:
+    """Not ready while Redis is down (and ready again after), live all along."""
+    redis = RedisProcess().start()
+    port = free_port()
+    env = {**os.environ, "ZTQ_REDIS_URL": redis.url}
+    proc = subprocess.Popen([str(BIN / "ztq"), "worker", "-c", str(worker_ini(tmp_path, redis.url)),
+                             "--health-port", f"127.0.0.1:{port}"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        assert wait_for(base + "/readyz", 200, proc).strip() == "ready"
+        assert get(base + "/livez") == (200, "live\n")
+        assert get(base + "/metrics")[0] == 404
+        redis_port = redis.port
+        redis.stop()
+        reason = wait_for(base + "/readyz", 503, proc)
+        assert "cannot reach Redis" in reason
+        assert get(base + "/livez")[0] == 200  # a Redis outage is no reason to restart
+        redis = RedisProcess(port=redis_port).start()
+        wait_for(base + "/readyz", 200, proc)
+        assert stop(proc) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        redis.stop()
+
+
+def test_the_kubernetes_probes_of_docs_deploy_md(redis_url: str, tmp_path: Path) -> None:
+    [k8s] = [b for b in code_blocks("deploy.md") if "livenessProbe" in b]
+    worker_part, console_part = k8s.split("---")
+    command = json.loads(re.search(r"command: (\[.*\])", worker_part).group(1))  # type: ignore[union-attr]
+    found = re.findall(r"(\w+Probe):\n\s+httpGet: \{path: (\S+), port: (\d+)\}", worker_part)
+    paths = {kind: (path, int(p)) for kind, path, p in found}
+    assert paths == {"livenessProbe": ("/livez", 8080), "readinessProbe": ("/readyz", 8080)}
+    grace = int(re.search(r"terminationGracePeriodSeconds: (\d+)", worker_part).group(1))  # type: ignore[union-attr]
+    port = free_port()
+    argv = [a.replace("/etc/ztq/worker.ini", str(worker_ini(tmp_path, redis_url)))
+            .replace("8080", str(port)) for a in command]  # fmt: skip
+    argv[0] = str(BIN / argv[0])
+    proc = subprocess.Popen(argv, env={**os.environ, "ZTQ_REDIS_URL": redis_url},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        for path, _ in paths.values():
+            wait_for(f"http://127.0.0.1:{port}{path}", 200, proc)
+        started = time.monotonic()
+        assert stop(proc, signal.SIGTERM, grace) == 0  # what Kubernetes sends first
+        assert time.monotonic() - started < grace
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    # the console's container and its probe
+    [pserve, ini] = json.loads(re.search(r"command: (\[.*\])", console_part).group(1))  # type: ignore[union-attr]
+    path, probe_port = re.search(r"httpGet: \{path: (\S+), port: (\d+)\}", console_part).groups()  # type: ignore[union-attr]
+    assert ini == "/etc/ztq/app.ini" and probe_port == "6543"
+    port = free_port()
+    app_ini = tmp_path / "app.ini"
+    app_ini.write_text(
+        (REPO / "app.ini").read_text().replace("127.0.0.1:6543", f"127.0.0.1:{port}")
+    )
+    env = {**os.environ, "ZTQ_REDIS_URL": redis_url, "ZTQ_CONSOLE_SECRET": SECRET,
+           "ZTQ_CONSOLE_USERS": f"ann operator {hash_password('pw', n=1024)}"}  # fmt: skip
+    proc = subprocess.Popen([str(BIN / pserve), str(app_ini)], env=env, cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        assert json.loads(wait_for(f"http://127.0.0.1:{port}{path}", 200, proc)) == {"ok": True}
+    finally:
+        stop(proc)
+
+
+def test_the_systemd_unit_of_docs_deploy_md(redis_url: str, tmp_path: Path) -> None:
+    [unit] = [b for b in code_blocks("deploy.md") if "[Service]" in b]
+    service = dict(re.findall(r"^(\w+)=(.*)$", unit, re.M))
+    port = free_port()
+    line = service["ExecStart"].replace("/srv/shop/.venv/bin/", f"{BIN}/")
+    line = line.replace("/etc/ztq/worker.ini", str(worker_ini(tmp_path, redis_url)))
+    line = line.replace("808%i", str(port))
+    name = service["Environment"].split("=", 1)[1].replace("%H", socket.gethostname())
+    env = {**os.environ, "ZTQ_REDIS_URL": redis_url, "ZTQ_WORKER_NAME": name.replace("%i", "1")}
+    proc = subprocess.Popen(shlex.split(line), env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        wait_for(f"http://127.0.0.1:{port}/livez", 200, proc)
+        wait_for(f"http://127.0.0.1:{port}/readyz", 200, proc)
+        assert service["KillSignal"] == "SIGTERM"
+        assert stop(proc, signal.SIGTERM, float(service["TimeoutStopSec"])) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    [cron] = [b for b in code_blocks("deploy.md") if b.startswith("ztq check")]
+    without_redis_url = {k: v for k, v in os.environ.items() if k != "ZTQ_REDIS_URL"}
+    check = cron.split("||")[0].replace("/etc/ztq/worker.ini", str(worker_ini(tmp_path, redis_url)))
+    done = subprocess.run([str(BIN / "ztq"), *shlex.split(check)[1:]], capture_output=True,
+                          text=True, timeout=30, env=without_redis_url)  # fmt: skip
+    assert done.returncode == 0 and done.stdout.strip() == "ok"
+
+
+def test_livez_fails_when_the_main_loop_stops_going_round(redis_url: str) -> None:
+    import ztq.core as ztq
+    from ztq.worker.health import Health
+
+    health = Health(ztq.get_storage(), heartbeat=3.0, lost_after=30.0)
+    assert health.live() == (True, "live")
+    assert health.ready() == (False, "no heartbeat written yet")
+    health.beating()
+    assert health.ready() == (True, "ready")
+    health.looped -= 18.0  # 3 heartbeats and 10 s allowed: 19 s
+    assert health.live()[0]
+    health.looped -= 2.0
+    ok, why = health.live()
+    assert not ok and why.startswith("the main loop has not run for 20 s")
+    health.beat = (health.beat or 0) - 31.0
+    assert health.ready() == (False, "the last heartbeat was written 31 s ago")
+    health.stopping = True
+    assert health.ready() == (False, "stopping")
