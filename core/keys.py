@@ -90,8 +90,17 @@ class Keys:
         return self._q(queue, "cronlast")
 
     def stats(self, queue: str, minute: int) -> str:
-        """Counters (``done``, ``failed``) of one minute; ``minute`` is epoch seconds // 60."""
+        """Counters of one minute (``done``, ``failed``, time histograms: see _lib.lua);
+        ``minute`` is epoch seconds // 60."""
         return self._q(queue, f"stats:{minute}")
+
+    def stats5(self, queue: str, slot: int) -> str:
+        """The same counters for 5 minutes; ``slot`` is epoch seconds // 300."""
+        return self._q(queue, f"stats5:{slot}")
+
+    def totals(self, queue: str) -> str:
+        """The same counters since the queue began (Prometheus counters and histograms)."""
+        return self._q(queue, "totals")
 
     # -- console logins ----------------------------------------------------------------------
     def login_user(self, digest: str) -> str:

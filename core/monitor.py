@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ztq.core import timings
 from ztq.core.record import TaskRecord
 from ztq.core.states import PRIORITIES
 from ztq.core.storage import EnqueueEntry, Storage
@@ -77,6 +78,7 @@ class QueueStats:
     first_error: int | None
     last_error: int | None
     throughput: list[tuple[int, int, int]] = field(default_factory=list)  # (minute, done, failed)
+    window: timings.Slot = field(default_factory=lambda: timings.Slot(0))  # runs of the window
 
     @property
     def pending(self) -> int:
@@ -115,7 +117,8 @@ def queue_exists(storage: Storage, queue: str) -> bool:
 def queue_stats(
     storage: Storage, queues: Sequence[str] | None = None, *, minutes: int = 60, now: float = 0.0
 ) -> list[QueueStats]:
-    """Counts, head age, error times and per-minute throughput of each queue (2 round trips)."""
+    """Counts, head age, error times, per-minute throughput and the waiting and run times of
+    the last ``minutes`` of each queue (2 round trips)."""
     names = list(storage.queues() if queues is None else queues)
     k = storage.keys
     this_minute = int((now or time.time()) // 60)
@@ -133,7 +136,7 @@ def queue_stats(
             pipe.zrange(k.errors(q), 0, 0, withscores=True)
             pipe.zrange(k.errors(q), -1, -1, withscores=True)
             for minute in span:
-                pipe.hmget(k.stats(q, minute), ["done", "failed"])
+                pipe.hgetall(k.stats(q, minute))
         replies = iter(pipe.execute())
     out: list[QueueStats] = []
     heads: list[tuple[str, str]] = []
@@ -146,12 +149,14 @@ def queue_stats(
                 heads.append((q, head))
         delayed, running, errors, paused = (int(next(replies)) for _ in range(4))
         first, last = next(replies), next(replies)
-        chart = []
+        chart, window = [], timings.Slot(0)
         for minute in span:
-            done, failed = next(replies)
-            chart.append((minute, int(done or 0), int(failed or 0)))
+            slot = timings.parse(minute * 60, next(replies))
+            chart.append((minute, slot.done, slot.failed))
+            window.add(slot)
         errs = (int(first[0][1]) if first else None, int(last[0][1]) if last else None)
-        out.append(QueueStats(q, ready, delayed, running, errors, bool(paused), None, *errs, chart))
+        out.append(QueueStats(q, ready, delayed, running, errors, bool(paused), None, *errs,
+                              chart, window))  # fmt: skip
     by_name = {s.name: s for s in out}
     for (q, _), rec in zip(heads, fetch_records(storage, heads), strict=True):
         enq = rec.get("enqueued") if rec else None

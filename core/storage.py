@@ -259,7 +259,8 @@ class Storage:
     def _finish_keys(self, queue: str, now: float | None) -> list[str]:
         """KEYS of ack.lua and fail.lua (one layout for both)."""
         k = self.keys
-        minute = int((time.time() if now is None else now) // 60)
+        at = time.time() if now is None else now
+        minute = int(at // 60)
         return [
             k.tasks(queue),
             k.running(queue),
@@ -271,6 +272,8 @@ class Storage:
             *k.ready_all(queue),
             k.wake(queue),
             k.schedule(queue),
+            k.stats5(queue, int(at // 300)),
+            k.totals(queue),
         ]
 
     def ack_op(

@@ -1,7 +1,7 @@
 -- Finish tasks that ran to success, in one call for a batch.
 -- KEYS (shared with fail.lua): 1 tasks, 2 running, 3 done (id -> expiry ms), 4 errors,
 --       5 delayed, 6 history, 7 stats (this minute), 8 ready:high, 9 ready:normal,
---       10 ready:low, 11 wake, 12 schedule
+--       10 ready:low, 11 wake, 12 schedule, 13 stats (these 5 minutes), 14 stats (totals)
 -- ARGV: 1 worker id, 2 result ttl ms (0 = drop the record now), 3 history maxlen,
 --       then per task 4 fields: id, fencing token, task name, result JSON ('' = none)
 -- Returns: the ids whose ack was refused (lease lost to another run, or record gone).
@@ -9,7 +9,7 @@ local ready = {high = KEYS[8], normal = KEYS[9], low = KEYS[10]}
 local worker, ttl, maxlen = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local now = now_ms()
 local refused = {}
-local acked = 0
+local stats = {}
 for i = 4, #ARGV, 4 do
   local id, token, name, result = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local meta, payload = load(KEYS[1], id)
@@ -22,7 +22,8 @@ for i = 4, #ARGV, 4 do
       'status', 'done', 'worker', worker, 'thread', meta.thread or '',
       'enqueued', meta.enqueued or 0, 'started', started, 'ended', now,
       'runtime_ms', now - started, 'summary', '')
-    acked = acked + 1
+    stats.done = (stats.done or 0) + 1
+    count_run(stats, meta, now)
     local rerun = meta.rerun
     clear_run(meta)
     meta.ended = now
@@ -42,10 +43,7 @@ for i = 4, #ARGV, 4 do
     end
   end
 end
-if acked > 0 then
-  redis.call('HINCRBY', KEYS[7], 'done', acked)
-  redis.call('PEXPIRE', KEYS[7], 7200000)
-end
+if stats.done then save_stats(stats, KEYS[7], KEYS[13], KEYS[14]) end
 -- expire a few finished records on the way (bounded work per call)
 local old = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 20)
 for _, id in ipairs(old) do

@@ -11,7 +11,7 @@ for _, id in ipairs(due) do
   redis.call('ZREM', KEYS[2], id)
   local meta, payload = load(KEYS[1], id)
   if meta and meta.state == 'delayed' then
-    meta.state, meta.due = 'queued', nil
+    meta.state = 'queued'  -- `due` stays: the waiting time counts from it (_lib.lua)
     save(KEYS[1], id, meta, payload)
     redis.call('RPUSH', ready_list(ready, meta.prio), id)
     moved = moved + 1

@@ -22,6 +22,7 @@ PLACEHOLDERS = {
     "queue": "q",
     "priority": "<level>",
     "minute": "<minute>",
+    "slot": "<slot>",
     "worker_id": "<id>",
     "digest": "<id>",
     "handle": "<id>",
@@ -74,7 +75,7 @@ def test_key_table_lists_exactly_the_keys_the_code_spells() -> None:
 def _pattern(doc_key: str, prefix: str) -> re.Pattern[str]:
     escaped = re.escape(doc_key.replace("ztq:", f"{prefix}:", 1))
     escaped = escaped.replace(re.escape("{q}"), r"\{[^}]+\}")
-    for holder in ("<level>", "<minute>", "<id>"):
+    for holder in ("<level>", "<minute>", "<slot>", "<id>"):
         escaped = escaped.replace(re.escape(holder), r"[^:{}]+")
     return re.compile(f"^{escaped}$")
 
