@@ -8,6 +8,7 @@ Nothing here marks text safe: templates autoescape whatever these return.
 from __future__ import annotations
 
 import json
+import math
 import time
 from datetime import datetime, timezone
 from typing import Any
@@ -152,6 +153,43 @@ def chart(points: list[tuple[int, int, int]], width: int = 240, height: int = 40
         "done": total_done,
         "failed": total_failed,
     }
+
+
+def timechart(slots: list[Any], which: str, width: int = 420, height: int = 90) -> dict[str, Any]:
+    """p50 / p95 / p99 lines of ``which`` (``wait`` or ``run``) over time slots
+    (:class:`ztq.core.timings.Slot`), on a log scale so 5 ms and 5 s both show; slots
+    without runs leave gaps."""
+    series: dict[str, list[tuple[int, float]]] = {"p50": [], "p95": [], "p99": []}
+    for n, slot in enumerate(slots):
+        for name, value in getattr(slot, which).percentiles().items():
+            if value is not None:
+                series[name].append((n, max(1.0, value)))
+    top = max((v for pts in series.values() for _, v in pts), default=1.0)
+    decades = max(1, math.ceil(math.log10(top)))
+    step = width / max(1, len(slots) - 1)
+
+    def y(ms: float) -> float:
+        return round(height - 2 - math.log10(ms) / decades * (height - 4), 1)
+
+    lines = []
+    for name, pts in series.items():
+        runs: list[list[str]] = []
+        last = -2
+        for n, value in pts:
+            if n != last + 1:
+                runs.append([])
+            runs[-1].append(f"{round(n * step, 1)},{y(value)}")
+            last = n
+        lines.append({"name": name, "runs": [" ".join(r) for r in runs]})
+    ticks = [{"y": y(10**d), "label": duration(10**d)} for d in range(decades + 1)]
+    p = merged_percentiles(slots, which)
+    return {"width": width, "height": height, "lines": lines, "ticks": ticks, "summary": p}
+
+
+def merged_percentiles(slots: list[Any], which: str) -> dict[str, float | None]:
+    from ztq.core.timings import merged
+
+    return getattr(merged(slots), which).percentiles()  # type: ignore[no-any-return]
 
 
 def progress(value: Any) -> dict[str, Any]:

@@ -300,4 +300,12 @@ MESSAGES: dict[str, str] = {
     "Revoked token {id}.": "已吊销令牌 {id}。",
     "No live token {id}.": "没有有效的令牌 {id}。",
     "Too many failed sign-ins": "登录失败次数过多",
+    "95th percentile over the last hour": "最近一小时的第 95 百分位",
+    "Run p95": "运行 p95",
+    "Wait p95": "等待 p95",
+    "Run time": "运行时间",
+    "Run time, last 24 hours": "运行时间，最近 24 小时",
+    "Waiting and run times": "等待与运行时间",
+    "Waiting, last 24 hours": "等待时间，最近 24 小时",
+    "Waiting: from ready to taken by a worker. Run time: from taken to finished.": "等待：从就绪到被工作进程取走。运行时间：从取走到结束。",
 }

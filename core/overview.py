@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ztq.core import monitor
+from ztq.core import monitor, timings
 from ztq.core.calls import TASK_ID
 from ztq.core.keys import QUEUE_NAME
 from ztq.core.record import TaskRecord
@@ -205,6 +205,7 @@ def queues(storage: Storage, names: Sequence[str], lost_after: float) -> list[di
                 "throughput": s.throughput,
                 "done_hour": sum(d for _, d, _ in s.throughput),
                 "failed_hour": sum(f for _, _, f in s.throughput),
+                **timings.summary(s.window),  # wait_ms / run_ms: p50, p95, p99 of the hour
             }
         )
     return out

@@ -6,6 +6,7 @@ same filters and ``cursor`` as the pages and answer ``{"items": [...], "next": c
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from pyramid.response import Response
@@ -23,7 +24,7 @@ from ztq.console.web import (
     text_param,
     valid_task_id,
 )
-from ztq.core import monitor, streams
+from ztq.core import monitor, streams, timings
 from ztq.core import overview as models
 from ztq.core.filters import fields_matcher
 from ztq.core.logins import login_stats
@@ -136,7 +137,7 @@ def _label(value: str) -> str:
 
 @view_config(route_name="metrics", request_method="GET")
 def metrics(request: Any) -> Response:
-    """Gauges in the Prometheus text format (version 0.0.4)."""
+    """Gauges, counters and histograms in the Prometheus text format (version 0.0.4)."""
     queues = overview(request, known_queues(request))
     workers = models.workers(request.storage, request.registry.ztq_settings.lost_after)
     out: list[str] = []
@@ -185,6 +186,28 @@ def metrics(request: Any) -> Response:
         "Runs that failed in the last 60 minutes.",
         [({"queue": q["name"]}, q["failed_hour"]) for q in queues],
     )
+    totals = timings.totals(request.storage, [q["name"] for q in queues])
+    for key, text in (
+        ("done", "Runs that succeeded, since the queue began."),
+        ("failed", "Runs that failed (retried or not), since the queue began."),
+    ):
+        family(f"ztq_tasks_{key}_total", "counter", text,
+               [({"queue": q}, getattr(t, key)) for q, t in totals.items()])  # fmt: skip
+    for which, text in (
+        ("wait", "Time from ready to leased by a worker, per finished run."),
+        ("run", "Time from leased to finished (done or failed), per finished run."),
+    ):
+        name = f"ztq_task_{which}_seconds"
+        out.append(f"# HELP {name} {text}")
+        out.append(f"# TYPE {name} histogram")
+        for q, t in totals.items():
+            hist = getattr(t, which)
+            label = f'queue="{_label(q)}"'
+            for bound, count in hist.cumulative():
+                le = "+Inf" if bound == math.inf else f"{bound:g}"
+                out.append(f'{name}_bucket{{{label},le="{le}"}} {count}')
+            out.append(f"{name}_sum{{{label}}} {hist.total_ms / 1000:g}")
+            out.append(f"{name}_count{{{label}}} {hist.count}")
     logins = login_stats(request.storage)
     for key, text in (
         ("failures", "Failed console sign-ins."),

@@ -6,6 +6,7 @@ from typing import Any
 
 from pyramid.view import view_config
 
+from ztq.console.fmt import timechart
 from ztq.console.security import OPERATE
 from ztq.console.web import (
     audit,
@@ -17,7 +18,7 @@ from ztq.console.web import (
     page_size,
     valid_queue,
 )
-from ztq.core import monitor
+from ztq.core import monitor, timings
 from ztq.core import overview as overview_
 
 
@@ -60,7 +61,9 @@ def queue_page(request: Any) -> dict[str, Any]:
     limit = page_size(request)
     start = int_param(request, "start", 0, 0, 10**12)
     page = monitor.pending_page(request.storage, name, start, limit)
-    return {"q": q, "page": page, "start": start, "limit": limit}
+    day = timings.day_slots(request.storage, name)
+    times = {which: timechart(day, which) for which in ("wait", "run")}
+    return {"q": q, "page": page, "start": start, "limit": limit, "times": times}
 
 
 @view_config(route_name="queue_state", request_method="POST", permission=OPERATE)

@@ -56,7 +56,7 @@ def test_queues_page_counts_and_chart(operator: TestApp, lively: dict) -> None:
     cards = page.html.select(".card.stat .value")
     assert [c.get_text(strip=True) for c in cards][:4] == ["14", "3", "1", "4"]
     # the urgent (high) task runs first, the low one last
-    rows = page.html.select("table.grid tbody tr")
+    rows = page.html.select("form#selection table.grid tbody tr")
     assert "urgent" in rows[0].get_text() and "(1, 1)" in rows[-1].get_text()
 
 

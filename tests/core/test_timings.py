@@ -114,3 +114,13 @@ def test_a_delayed_task_waits_from_its_due_time_not_its_enqueue(store: Storage) 
     store.ack(Q, "w", [Finished(lease.id, lease.token, "add", "3")])
     total = timings.parse(0, store.client.hgetall(store.keys.totals(Q)))
     assert 300 <= total.wait.total_ms < 1000  # not the two hours since the enqueue
+
+
+def test_a_quantile_is_interpolated_inside_its_bucket() -> None:
+    h = Histogram()
+    b = bucket_of(1000)  # (724, 1024]
+    h.counts[b] = 100
+    low, high = 2 ** ((b - 1) / 2), 2 ** (b / 2)
+    assert h.quantile(0.5) == pytest.approx(low * (high / low) ** 0.5)
+    assert h.quantile(0.01) == pytest.approx(low * (high / low) ** 0.01)
+    assert h.quantile(1.0) == pytest.approx(high)
