@@ -18,7 +18,7 @@ from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ztq.core import settings
-from ztq.core.errors import ConfigError, ConnectionFailed
+from ztq.core.errors import ConfigError, ConnectionFailed, NotReplicated
 from ztq.core.record import TaskRecord
 from ztq.core.scripts import SCRIPTS, Op
 from ztq.core.states import TaskState
@@ -93,6 +93,21 @@ class AsyncStorage:
         :meth:`Storage.execute`)."""
         return await self._guarded(SCRIPTS.acall_many(self.client, ops))
 
+    async def execute_replicated(
+        self, ops: Sequence[Op], replicas: int, timeout_ms: int
+    ) -> tuple[list[Any], int]:
+        """:meth:`Storage.execute_replicated` from a coroutine (not on a Cluster: the
+        asyncio cluster client cannot pin a WAIT to the connection that wrote)."""
+        if self.ops.is_cluster:
+            raise ConfigError(
+                "replicas= from asyncio on a Redis Cluster is not supported: enqueue with "
+                "delay()/enqueue() (they wait per master), or without replicas"
+            )
+        *replies, confirmed = await self._guarded(
+            SCRIPTS.acall_many(self.client, ops, wait=(replicas, timeout_ms))
+        )
+        return replies, int(confirmed)
+
     async def wait(self, queues: Sequence[str], timeout: float) -> bool:
         """:meth:`Storage.wait` for ready tasks, blocking only the awaiting coroutine."""
         keys = self.ops.wait_keys(queues)
@@ -164,7 +179,7 @@ async def astorage(app: App, name: str = "default") -> AsyncStorage:
 
 async def asend(call: TaskCall) -> TaskHandle[Any]:
     """Enqueue one call from a coroutine: the blocking ``send``'s twin (one round trip)."""
-    from ztq.core.enqueue import entry
+    from ztq.core.enqueue import entry, replicas_for, timeout_ms
     from ztq.core.handle import TaskHandle, app_or_default
     from ztq.core.transaction import current_buffer
 
@@ -178,12 +193,20 @@ async def asend(call: TaskCall) -> TaskHandle[Any]:
     storage = await astorage(app, call.connection)
     await storage.register_queue(call.queue)
     task_id = call.resolve_id()
-    name, keys, args = storage.ops.enqueue_op(call.queue, [entry(call, task_id)])
-    returned_id, outcome = await storage.call(name, keys, args)
+    op = storage.ops.enqueue_op(call.queue, [entry(call, task_id)])
+    replicas = replicas_for(app, [call])
+    confirmed = replicas
+    if replicas:
+        [reply], confirmed = await storage.execute_replicated([op], replicas, timeout_ms(app))
+        returned_id, outcome = reply
+    else:
+        returned_id, outcome = await storage.call(*op)
     handle: TaskHandle[Any] = TaskHandle(
         str(returned_id), call.queue, call.connection, str(outcome), app
     )
     app.middleware.notify("after_enqueue", app, call, handle)
+    if confirmed < replicas:
+        raise NotReplicated([handle], confirmed, replicas)
     return handle
 
 

@@ -58,8 +58,17 @@ class App:
         redis_url: str | None = None,
         prefix: str | None = None,
         middleware: list[Middleware] | None = None,
+        replicas: int = 0,
+        replica_timeout: float = 1.0,
     ) -> None:
+        if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
+            raise ConfigError(f"replicas must be an int >= 0, not {replicas!r}")
+        if not 0 < replica_timeout <= 60:
+            raise ConfigError(f"replica_timeout must be > 0 and <= 60 s, not {replica_timeout!r}")
         self.name = name
+        # durable enqueue (docs/scaling.md): wait for this many replicas to confirm each
+        # enqueue, up to replica_timeout seconds; a call's own replicas= wins
+        self.replicas, self.replica_timeout = replicas, replica_timeout
         self.connections = Connections(redis_url, prefix)
         self.async_connections: dict[tuple[str, int], Any] = {}  # (name, event loop) -> conn
         self.registry = Registry()

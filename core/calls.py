@@ -115,6 +115,9 @@ class TaskCall:
     retries: int = 0
     result_ttl: float | None = None  # seconds its result is kept; None: the worker's setting
     pass_result: bool = False  # as a callback: the parent's result comes first in its args
+    # durable enqueue: replicas that must confirm the write (None: the app's setting); how
+    # the call is sent, not what it is: not in the payload, the id or equality
+    replicas: int | None = field(default=None, compare=False)
     # headers that travel with the task to its run (e.g. a trace context); not in the id
     meta: dict[str, str] = field(default_factory=dict)
     # the app that sends it (None: the default app); not part of the payload or of equality
@@ -145,6 +148,12 @@ class TaskCall:
             raise InvalidOption("give delay or eta, not both")
         if isinstance(self.retries, bool) or not isinstance(self.retries, int) or self.retries < 0:
             raise InvalidOption(f"retries must be an int >= 0, not {self.retries!r}")
+        if self.replicas is not None and (
+            isinstance(self.replicas, bool)
+            or not isinstance(self.replicas, int)
+            or self.replicas < 0
+        ):
+            raise InvalidOption(f"replicas must be an int >= 0, not {self.replicas!r}")
         if self.id is not None:
             check_task_id(self.id)
         for name in ("callback", "on_failure", "on_progress"):

@@ -5,12 +5,17 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ztq.core.calls import TaskCall
+from ztq.core.errors import NotReplicated
 from ztq.core.handle import TaskHandle, app_or_default
 from ztq.core.scripts import Op
 from ztq.core.storage import EnqueueEntry, Storage
 from ztq.core.transaction import current_buffer
+
+if TYPE_CHECKING:
+    from ztq.core.app import App
 
 log = logging.getLogger(__name__)
 CHUNK = 500  # tasks per script call in a batch: Redis stays responsive (a few ms per call)
@@ -34,12 +39,29 @@ def send(call: TaskCall, *, cron: tuple[str, int] | None = None) -> TaskHandle:
         return TaskHandle(task_id, call.queue, call.connection, "buffered", app)
     storage = app.connections.get(call.connection)
     storage.register_queue(call.queue)
-    name, keys, args = storage.enqueue_op(call.queue, [entry(call, task_id, cron)])
-    returned_id, outcome = storage.call(name, keys, args)
+    op = storage.enqueue_op(call.queue, [entry(call, task_id, cron)])
+    replicas = replicas_for(app, [call])
+    confirmed = replicas
+    if replicas:
+        [reply], confirmed = storage.execute_replicated([op], replicas, timeout_ms(app))
+        returned_id, outcome = reply
+    else:
+        returned_id, outcome = storage.call(*op)
     log.debug("enqueue %s %s -> %s", call.task, returned_id, outcome)
     handle = TaskHandle(str(returned_id), call.queue, call.connection, str(outcome), app)
     app.middleware.notify("after_enqueue", app, call, handle)
+    if confirmed < replicas:
+        raise NotReplicated([handle], confirmed, replicas)
     return handle
+
+
+def replicas_for(app: App, calls: Sequence[TaskCall]) -> int:
+    """How many replicas must confirm these calls: the most any of them asks for."""
+    return max((app.replicas if c.replicas is None else c.replicas) for c in calls)
+
+
+def timeout_ms(app: App) -> int:
+    return max(1, int(app.replica_timeout * 1000))
 
 
 def send_many(items: Sequence[tuple[TaskCall, str]]) -> list[TaskHandle]:
@@ -59,11 +81,22 @@ def send_many(items: Sequence[tuple[TaskCall, str]]) -> list[TaskHandle]:
                 chunk = positions[start : start + CHUNK]
                 ops.append(storage.enqueue_op(queue, [entry(*items[p]) for p in chunk]))
                 chunks.append(chunk)
-        for chunk, reply in zip(chunks, storage.execute(ops), strict=True):
+        calls = [items[p][0] for chunk in chunks for p in chunk]
+        app = apps[chunks[0][0]]
+        replicas = replicas_for(app, calls) if calls else 0
+        confirmed = replicas
+        if replicas:
+            replies, confirmed = storage.execute_replicated(ops, replicas, timeout_ms(app))
+        else:
+            replies = storage.execute(ops)
+        for chunk, reply in zip(chunks, replies, strict=True):
             for n, pos in enumerate(chunk):
                 call = items[pos][0]
                 rid, outcome = reply[2 * n], reply[2 * n + 1]
                 handle = TaskHandle(str(rid), call.queue, call.connection, str(outcome), apps[pos])
                 apps[pos].middleware.notify("after_enqueue", apps[pos], call, handle)
                 handles[pos] = handle
+        if confirmed < replicas:
+            unsure = [handles[p] for chunk in chunks for p in chunk]
+            raise NotReplicated(unsure, confirmed, replicas)
     return [h for h in handles if h is not None]

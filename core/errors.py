@@ -72,3 +72,19 @@ class ResultTimeout(ZtqError, TimeoutError):
 
 class InvalidOption(ZtqError, ValueError):
     """An enqueue or task option has a value of the wrong type or out of range."""
+
+
+class NotReplicated(ZtqError):
+    """An enqueue asked to wait for replicas (``replicas=N``) and fewer confirmed in time.
+
+    The tasks *are* enqueued on the master; only their copies are not known to be on
+    ``replicas`` replicas yet, so a failover right now could lose them. Enqueueing the
+    same calls again is safe (the same ids: Redis keeps one task), so a caller may retry.
+    """
+
+    def __init__(self, handles: list[object], confirmed: int, wanted: int) -> None:
+        super().__init__(
+            f"{len(handles)} task(s) enqueued, but only {confirmed} of {wanted} replica(s) "
+            "confirmed them in time: a failover now could lose them (enqueueing again is safe)"
+        )
+        self.handles, self.confirmed, self.wanted = handles, confirmed, wanted

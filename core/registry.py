@@ -83,7 +83,8 @@ class TaskFunction(Generic[P, R]):
         Options: ``queue``, ``connection``, ``priority``, ``delay``, ``eta``, ``first``,
         ``unique``, ``id``, ``callback``, ``on_failure``, ``on_progress``, ``timeout``,
         ``retries``, ``result_ttl``, ``pass_result`` (as a callback: the parent's result
-        comes first in its arguments). Unknown names raise ``TypeError``.
+        comes first in its arguments), ``replicas`` (wait for that many replicas to confirm
+        the enqueue: docs/scaling.md). Unknown names raise ``TypeError``.
         """
         defaults: dict[str, Any] = {
             "queue": self.queue,

@@ -67,8 +67,15 @@ class Scripts:
             self.load_all(client)
             return client.evalsha(self.sha[name], len(keys), *keys, *args)
 
-    def call_many(self, client: Any, ops: Sequence[Op]) -> list[Any]:
-        """Run several scripts in one round trip (a pipeline without MULTI)."""
+    def call_many(
+        self, client: Any, ops: Sequence[Op], *, wait: tuple[int, int] | None = None
+    ) -> list[Any]:
+        """Run several scripts in one round trip (a pipeline without MULTI).
+
+        ``wait=(replicas, timeout_ms)`` ends the pipeline with ``WAIT``, on the connection
+        that sent the scripts (WAIT counts that connection's writes), and appends its reply:
+        how many replicas have them. Not for a Cluster client (see Storage.execute).
+        """
         if not ops:
             return []
         if id(client) not in self._loaded:  # a first big batch would fail whole on NOSCRIPT
@@ -77,6 +84,8 @@ class Scripts:
             pipe = client.pipeline(transaction=False)
             for name, keys, args in ops:
                 pipe.execute_command("EVALSHA", self.sha[name], len(keys), *keys, *args)
+            if wait is not None:
+                pipe.execute_command("WAIT", *wait)
             try:
                 return list(pipe.execute())
             except ResponseError as exc:  # NoScriptError is one
@@ -86,7 +95,9 @@ class Scripts:
                 self.load_all(client)
         raise AssertionError("unreachable")
 
-    async def acall_many(self, client: Any, ops: Sequence[Op]) -> list[Any]:
+    async def acall_many(
+        self, client: Any, ops: Sequence[Op], *, wait: tuple[int, int] | None = None
+    ) -> list[Any]:
         """:meth:`call_many` on a ``redis.asyncio`` client (the async worker pool's path)."""
         if not ops:
             return []
@@ -94,6 +105,8 @@ class Scripts:
             pipe = client.pipeline(transaction=False)
             for name, keys, args in ops:
                 pipe.execute_command("EVALSHA", self.sha[name], len(keys), *keys, *args)
+            if wait is not None:
+                pipe.execute_command("WAIT", *wait)
             try:
                 return list(await pipe.execute())
             except ResponseError as exc:

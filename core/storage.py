@@ -18,6 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import redis
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ztq.core.errors import ConnectionFailed
@@ -166,6 +167,53 @@ class Storage:
         """Run several operations in one round trip; results in the same order."""
         with self.guard():
             return SCRIPTS.call_many(self.client, ops)
+
+    def execute_replicated(
+        self, ops: Sequence[Op], replicas: int, timeout_ms: int
+    ) -> tuple[list[Any], int]:
+        """:meth:`execute`, then ``WAIT`` until ``replicas`` replicas have the writes or
+        ``timeout_ms`` passes; returns the results and how many replicas confirmed (on a
+        Cluster: the fewest of the masters written to). One round trip per master."""
+        with self.guard():
+            if not self.is_cluster:
+                *replies, confirmed = SCRIPTS.call_many(
+                    self.client, ops, wait=(replicas, timeout_ms)
+                )
+                return replies, int(confirmed)
+            return self._execute_replicated_cluster(ops, replicas, timeout_ms)
+
+    def _execute_replicated_cluster(
+        self, ops: Sequence[Op], replicas: int, timeout_ms: int
+    ) -> tuple[list[Any], int]:
+        """Per master, its scripts and a WAIT on one plain connection to it (a cluster
+        pipeline cannot send WAIT, which names no key). A slot that moved meanwhile (MOVED)
+        makes the client reload the slot map and try once more; the scripts are safe to
+        run again (enqueueing an id twice keeps one task)."""
+        for attempt in (1, 2):
+            by_node: dict[str, list[int]] = {}
+            nodes: dict[str, Any] = {}
+            for n, (_, keys, _) in enumerate(ops):
+                node = self.client.get_node_from_key(keys[0])
+                by_node.setdefault(node.name, []).append(n)
+                nodes[node.name] = node
+            replies: list[Any] = [None] * len(ops)
+            confirmed = replicas
+            try:
+                for name, positions in by_node.items():
+                    conn = self.client.get_redis_connection(nodes[name])
+                    *got, acks = SCRIPTS.call_many(
+                        conn, [ops[p] for p in positions], wait=(replicas, timeout_ms)
+                    )
+                    for p, reply in zip(positions, got, strict=True):
+                        replies[p] = reply
+                    confirmed = min(confirmed, int(acks))
+            except ResponseError as exc:
+                if attempt == 2 or not str(exc).startswith(("MOVED", "ASK")):
+                    raise
+                self.client.nodes_manager.initialize()
+                continue
+            return replies, confirmed
+        raise AssertionError("unreachable")
 
     def reserve_connections(self, n: int) -> None:
         """Let the client hold ``n`` connections at once (a worker: one per thread, plus its

@@ -90,7 +90,7 @@ def test_app_md_example_runs(redis_url: str, monkeypatch) -> None:
     """docs/app.md's example, as written, on a private Redis (ZTQ_REDIS_URL)."""
     import redis
 
-    [code] = [b for b in code_blocks("app.md") if "App(" in b]
+    [code] = [b for b in code_blocks("app.md") if "App(" in b and "billing" in b]
     monkeypatch.setenv("ZTQ_REDIS_URL", redis_url)
     namespace: dict[str, object] = {"__name__": "docs_app_example"}
     exec(compile(code, "docs/app.md", "exec"), namespace)  # noqa: S102 - our own doc
