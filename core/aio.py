@@ -111,6 +111,7 @@ class AsyncStorage:
     async def wait(self, queues: Sequence[str], timeout: float) -> bool:
         """:meth:`Storage.wait` for ready tasks, blocking only the awaiting coroutine."""
         keys = self.ops.wait_keys(queues)
+        keys = keys[:1] if self.ops.is_cluster else keys  # an async pool serves one queue
         timeout = min(max(timeout, 0.001), MAX_BLOCK)
         return await self._guarded(self.client.blpop(keys, timeout=timeout)) is not None
 

@@ -126,7 +126,7 @@ class Connections:
         with self._lock:
             for storage in self._storages.values():
                 with contextlib.suppress(Exception):  # closing is best effort
-                    storage.client.close()
+                    storage.close()
             self._storages.clear()
 
 

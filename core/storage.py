@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from ztq.core.keys import Keys, check_queue
 from ztq.core.record import TaskRecord
 from ztq.core.scripts import SCRIPTS, Op
 from ztq.core.states import Priority
+from ztq.core.waits import MultiWait
 
 DEFAULT_RESULT_TTL_MS = 3_600_000
 DEFAULT_HISTORY_MAXLEN = 10_000
@@ -118,6 +120,8 @@ class Storage:
         self.is_cluster = isinstance(client, redis.RedisCluster)
         self._known_queues: set[str] = set()
         self._key_lists: dict[tuple[str, str], list[str]] = {}  # hot paths: once per queue
+        self._multi_waits: dict[tuple[int, tuple[str, ...]], MultiWait] = {}  # Cluster only
+        self._multi_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"<Storage {safe_url(self.url)} prefix={self.keys.prefix!r}>"
@@ -153,9 +157,26 @@ class Storage:
     # -- plumbing ----------------------------------------------------------------------------
     @contextlib.contextmanager
     def guard(self) -> Iterator[None]:
-        """Turn redis-py connection errors into :class:`ConnectionFailed` naming the URL."""
+        """Turn redis-py connection errors into :class:`ConnectionFailed` naming the URL.
+
+        A server that became a replica (its master was demoted: a failover) counts as one
+        too, so callers retry with backoff: ``READONLY`` on a write, ``UNBLOCKED`` on a
+        blocked ``BLPOP``. The pool's connections are dropped first, so the next try
+        connects afresh: a ``redis+sentinel://`` client asks the sentinels for the new
+        master, a DNS name or a virtual IP may point to it by now."""
         try:
             yield
+        except redis.exceptions.ResponseError as exc:
+            demoted = isinstance(exc, redis.exceptions.ReadOnlyError) or str(exc).startswith(
+                "UNBLOCKED"
+            )
+            if not demoted:
+                raise
+            with contextlib.suppress(Exception):  # best effort; a Cluster has no one pool
+                self.client.connection_pool.disconnect()
+            raise ConnectionFailed(
+                f"Redis at {safe_url(self.url)} is a replica now (a failover?): {exc}"
+            ) from exc
         except (RedisConnectionError, RedisTimeoutError) as exc:
             raise ConnectionFailed(f"cannot reach Redis at {safe_url(self.url)}: {exc}") from exc
 
@@ -443,18 +464,45 @@ class Storage:
         schedulers for delayed ones (``schedule=True``: a delayed enqueue or a retry). A
         token is a hint; losing one only delays a task until the next timeout. Redis fires
         a BLPOP timeout only on its own clock tick (up to 100 ms late with the default
-        ``hz 10``), so callers that need a precise instant wait for it on the client. On
-        Cluster only the first queue's list is watched, as BLPOP cannot span slots.
+        ``hz 10``), so callers that need a precise instant wait for it on the client. On a
+        Cluster, where one BLPOP cannot span slots, several queues are watched by one
+        blocked connection each (:class:`ztq.core.waits.MultiWait`).
         """
         timeout = min(max(timeout, 0.001), MAX_BLOCK)
+        keys = self.wait_keys(queues, schedule)
+        if self.is_cluster and len(keys) > 1:
+            return self._multi_wait(keys).wait(timeout)
         with self.guard():
-            return self.client.blpop(self.wait_keys(queues, schedule), timeout=timeout) is not None
+            return self.client.blpop(keys, timeout=timeout) is not None
+
+    def close(self) -> None:
+        """Stop the Cluster wake watchers and close the client's connections."""
+        with self._multi_lock:
+            waits, self._multi_waits = list(self._multi_waits.values()), {}
+        for w in waits:
+            w.close()
+        if self.client is not None:
+            self.client.close()
+
+    def _multi_wait(self, keys: list[str]) -> MultiWait:
+        """The calling thread's watchers of ``keys`` (made on its first wait; each blocks on
+        a connection of its own, outside the client's pools)."""
+        me = threading.current_thread()
+        key = (me.ident or 0, tuple(keys))
+        with self._multi_lock:
+            found = self._multi_waits.get(key)
+            if found is not None and found.owner is me:
+                return found
+            for k, w in list(self._multi_waits.items()):
+                if not w.owner.is_alive():
+                    del self._multi_waits[k]
+            made = self._multi_waits[key] = MultiWait(self.client, keys, me)
+            return made
 
     def wait_keys(self, queues: Sequence[str], schedule: bool = False) -> list[str]:
-        """The lists :meth:`wait` blocks on (on Cluster the first only: one slot per BLPOP)."""
+        """The lists :meth:`wait` blocks on, one per queue."""
         name = self.keys.schedule if schedule else self.keys.wake
-        keys = [name(q) for q in queues]
-        return keys[:1] if self.is_cluster else keys
+        return [name(q) for q in queues]
 
     # -- operator moves ----------------------------------------------------------------------
     def requeue(self, queue: str, state: str, ids: Sequence[str] = (), *, oldest: int = 0) -> int:
