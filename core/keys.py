@@ -42,6 +42,9 @@ class Keys:
         self.login_stats = f"{prefix}:{{ztq}}:login:stats"  # hash: failures, locks, unlocks
         self.sessions = f"{prefix}:{{ztq}}:sessions"  # zset: session handle -> deadline (ms)
         self.tokens = f"{prefix}:{{ztq}}:tokens"  # zset: API token id -> expiry (ms)
+        self.alerts = f"{prefix}:{{ztq}}:alerts"  # hash: rule TAB subject -> alert state JSON
+        self.alerts_log = f"{prefix}:{{ztq}}:alerts:log"  # stream: firing, resolved, sent, failed
+        self.alerts_lock = f"{prefix}:{{ztq}}:alerts:lock"  # string: one evaluation round at once
 
     # -- per queue ---------------------------------------------------------------------------
     def _q(self, queue: str, suffix: str) -> str:

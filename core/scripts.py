@@ -34,6 +34,7 @@ NAMES = (
     "login",
     "session",
     "token",
+    "alerts",
 )
 
 Op = tuple[str, Sequence[str], Sequence[Any]]  # (script name, keys, args)

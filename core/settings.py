@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ztq.core.alert_rules import parse_rules
 from ztq.core.errors import ConfigError
 from ztq.core.keys import PREFIX_NAME
 
@@ -119,6 +120,14 @@ def host_port(raw: Any) -> str:
 
 def text(raw: Any) -> str:
     return str(raw)
+
+
+def webhook_url(raw: Any) -> str:
+    """An ``http://`` or ``https://`` URL, or empty (no webhook)."""
+    value = str(raw).strip()
+    if value and not re.match(r"^https?://[^\s/]+(/\S*)?$", value):
+        raise ValueError(f"must be an http:// or https:// URL, not {raw!r}")
+    return value
 
 
 def choice(*allowed: str) -> Callable[[Any], str]:
@@ -235,6 +244,17 @@ SETTINGS: tuple[Setting, ...] = (
             "failed logins of a user name or client address before the first lock"),
     Setting("console.login_lock_max", number(1, 86400), 900.0,
             "the longest login lock (seconds; locks start at 1 s and double per failure)"),
+    Setting("alerts.rules", parse_rules, (), "alert rules, one a line (';' separates them "
+            "too): error_rate, oldest_wait, no_worker, worker_lost (docs/alerts.md)"),
+    Setting("alerts.webhook", webhook_url, "", "URL that alerts are POSTed to as JSON "
+            "(Slack-compatible 'text'); empty: alerts are only shown", secret=True),
+    Setting("alerts.every", number(0.1, 3600), 30.0, "seconds between two evaluations"),
+    Setting("alerts.repeat_minutes", number(0, 7 * 24 * 60), 0.0,
+            "remind of an alert still firing every this many minutes; 0: never"),
+    Setting("alerts.timeout", number(0.1, 60), 5.0,
+            "seconds one webhook attempt may take"),
+    Setting("alerts.attempts", number(1, 10, whole=True), 3,
+            "webhook attempts per message before it counts as failed (retried next round)"),
 )  # fmt: skip
 BY_NAME = {s.name: s for s in SETTINGS}
 BY_APP_KEY = {s.app_key: s for s in SETTINGS if s.app_key}
@@ -242,6 +262,7 @@ BY_WORKER_KEY = {k: s for s in SETTINGS for k in s.worker_keys}
 CONNECTION = ("redis_url", "prefix")
 WORKER = tuple(s.name for s in SETTINGS if s.worker_keys)
 CONSOLE = (*CONNECTION, *(s.name for s in SETTINGS if s.name.startswith("console.")))
+ALERTS = tuple(s.name for s in SETTINGS if s.name.startswith("alerts."))
 
 
 @dataclass(frozen=True)

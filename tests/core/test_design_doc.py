@@ -104,6 +104,11 @@ def test_every_key_exists_with_the_documented_type(redis_url: str) -> None:
     create_token(storage, "prometheus", "viewer", 30)
     scenario.log(storage, "audit-probe", "ops")  # events
     storage.client.xadd(storage.keys.audit, {"who": "ops", "what": "redo"})
+    from ztq.core.alert_rules import parse_rules
+    from ztq.core.alerts import Alerter, AlertSettings
+
+    rules = parse_rules("no_worker *; error_rate * > 0 in 60m")
+    assert Alerter(storage, AlertSettings(rules)).step() is not None  # the alerts, log, lock
     found = [str(k) for k in storage.client.scan_iter(match="ztq:*", count=1000)]
     types = dict(zip(found, (storage.client.type(k) for k in found), strict=True))
     unmatched = set(found)
