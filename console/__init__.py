@@ -13,6 +13,8 @@ from typing import Any
 from pyramid.config import Configurator
 
 from ztq.console.config import load
+from ztq.console.views.alerts import start_evaluation
+from ztq.core.alerts import from_app_settings
 
 # ztq.console.__file__: the repo root in an editable install, site-packages/ztq in a wheel
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,6 +25,7 @@ STATIC = ROOT / "static"
 def main(global_config: dict[str, Any] | None = None, **settings: Any) -> Any:
     """The WSGI app (``paste.app_factory``); raises ``ConfigError`` on unusable settings."""
     console = load(settings, path=(global_config or {}).get("__file__"))
+    alerts = from_app_settings(settings, (global_config or {}).get("__file__"))
     settings = {
         **settings,
         "jinja2.undefined": "strict",
@@ -47,9 +50,12 @@ def main(global_config: dict[str, Any] | None = None, **settings: Any) -> Any:
     }
     with Configurator(settings=settings) as config:
         config.registry.ztq_settings = console
+        config.registry.ztq_alerts = alerts
         config.include(".rendering")
         config.include(".redis")
         config.include(".security")
         config.include(".routes")
         config.scan(".views")
-    return config.make_wsgi_app()
+    app = config.make_wsgi_app()
+    start_evaluation(config.registry)  # a daemon thread, when alert rules are set
+    return app

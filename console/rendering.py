@@ -29,6 +29,7 @@ NAV = (
     ("history", "History"),
     ("events", "Worker log"),
     ("audit", "Audit"),
+    ("alerts", "Alerts"),
     ("sessions", "Sessions"),
 )
 

@@ -40,6 +40,7 @@ ROUTES = (
     ("history", "/history"),
     ("events", "/log"),
     ("audit", "/audit"),
+    ("alerts", "/alerts"),
     # who is signed in
     ("sessions", "/sessions"),
     ("session_end", "/sessions/end"),

@@ -51,6 +51,7 @@ PAGES = [  # (screenshot name or '', path, text the page must show)
     ("history", "/history", "tests.sample_tasks.add"),
     ("worker-log", "/log", "no heartbeat for 4 minutes"),
     ("", "/audit", "Audit"),
+    ("", "/alerts", "Alerts"),
     ("sessions", "/sessions", "this session"),
     ("search", "/search?q=disk", "disk 1 is full"),
 ]
