@@ -145,6 +145,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="the oldest waiting task may wait this long (default 300; 0: no limit)",
     )
     ck.add_argument("--json", action="store_true")
+    al = sub.add_parser("alerts", help="evaluate the alert rules once (exit 1 if one fires), "
+                        "or --loop")  # fmt: skip
+    al.add_argument("--loop", action="store_true", help="evaluate every alerts.every seconds")
+    al.add_argument("--rule", action="append", default=[],
+                    help="a rule, repeatable (instead of ztq.alerts.rules)")  # fmt: skip
+    al.add_argument("--webhook", help="URL alerts are POSTed to (instead of ztq.alerts.webhook)")
+    al.add_argument("--every", type=float, help="--loop: seconds between rounds (default 30)")
+    al.add_argument("--json", action="store_true", help="one JSON object per round")
     tk = sub.add_parser("token", help="API tokens for the console's /api and /metrics")
     tks = tk.add_subparsers(dest="token_command", required=True)
     tc = tks.add_parser("create", help="create a token; it is printed once, stored hashed")
@@ -155,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     tl.add_argument("--json", action="store_true", help="one JSON list")
     tr = tks.add_parser("revoke", help="end a token now")
     tr.add_argument("id", help="the token's id (the 12 hex digits after ztq_)")
-    for p in (info, wk, qu, er, tq, e, r, d, pg, ck, tc, tl, tr):
+    for p in (info, wk, qu, er, tq, e, r, d, pg, ck, al, tc, tl, tr):
         p.add_argument("-c", "--config", help="ini file (worker.ini or app.ini) for Redis")
         p.add_argument("--redis", help="Redis URL (overrides ZTQ_REDIS_URL and the file)")
         p.add_argument("--prefix", help="Redis key prefix (overrides ZTQ_PREFIX and the file)")
@@ -281,6 +289,12 @@ def cmd_hash_password(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_alerts(args: argparse.Namespace) -> int:
+    from ztq.worker.alerts import cmd_alerts as run
+
+    return run(args, _connect)
+
+
 def _ops(name: str) -> Callable[[argparse.Namespace], int]:
     """A command of :mod:`ztq.worker.ops` (imported when used: rich is not needed to work)."""
 
@@ -303,6 +317,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "delete": _ops("cmd_delete"),
     "purge": _ops("cmd_purge"),
     "check": _ops("cmd_check"),
+    "alerts": cmd_alerts,
     "enqueue": cmd_enqueue,
     "token": cmd_token,
     "hash-password": cmd_hash_password,
