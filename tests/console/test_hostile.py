@@ -45,7 +45,8 @@ INSPECT = """([marker, evil]) => {
     ' ' + el.outerHTML.slice(0, 120);
   // elements no template puts there: only a payload could have made them
   const foreign = 'main script, main iframe, main img, main style, main link, main meta, ' +
-    'main details, main noscript, main object, main embed, main svg:not(.spark), ' +
+    'main details, main noscript, main object, main embed, ' +
+    'main svg:not(.spark):not(.timechart), ' +
     'main input[autofocus], base, [id^="' + evil + '"]';
   const nav = document.querySelector('nav.main-nav');
   const navBox = nav ? nav.getBoundingClientRect() : null;

@@ -110,6 +110,7 @@ def test_bad_durability_options_are_refused() -> None:
 def test_on_a_cluster_each_master_is_waited_on(redis_cluster: object) -> None:
     """Queues on different masters in one transaction: a WAIT per master; these masters
     have no replicas, so replicas=1 reports 0 and replicas=0 does not wait at all."""
+    redis_cluster.flush()  # type: ignore[attr-defined]  # the cluster is shared by the session
     app, send = _app(redis_cluster.url, replicas=1, replica_timeout=0.1)  # type: ignore[attr-defined]
     with pytest.raises(NotReplicated) as caught, transaction():
         for q in ("mail", "pdf", "crawl", "index", "default"):
