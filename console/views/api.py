@@ -26,6 +26,7 @@ from ztq.console.web import (
 )
 from ztq.core import monitor, streams, timings
 from ztq.core import overview as models
+from ztq.core.alerts import firing_count
 from ztq.core.filters import fields_matcher
 from ztq.core.logins import login_stats
 from ztq.core.sessions import count_sessions
@@ -219,6 +220,8 @@ def metrics(request: Any) -> Response:
            [({}, count_sessions(request.storage))])  # fmt: skip
     family("ztq_console_api_tokens", "gauge", "Live API tokens.",
            [({}, count_tokens(request.storage))])  # fmt: skip
+    family("ztq_alerts_firing", "gauge", "Alerts firing now (docs/alerts.md).",
+           [({}, firing_count(request.storage))])  # fmt: skip
     statuses: dict[str, int] = {}
     for w in workers:
         statuses[w["status"]] = statuses.get(w["status"], 0) + 1

@@ -92,3 +92,14 @@ def test_metrics_are_prometheus_text(anon: TestApp, store: Storage) -> None:
     sample = re.compile(r'^[a-z_]+(\{([a-z_]+="[^"]*",?)*\})? -?[0-9.e+]+$')
     for line in lines:
         assert line.startswith("# HELP ") or line.startswith("# TYPE ") or sample.match(line), line
+
+
+def test_metrics_count_firing_alerts(operator: TestApp, store: Storage) -> None:
+    from ztq.core.alert_rules import parse_rules
+    from ztq.core.alerts import Alerter, AlertSettings
+
+    assert "ztq_alerts_firing 0" in operator.get("/metrics").text
+    t.add.delay(1, 1)  # waiting, and no worker serves default
+    cfg = AlertSettings(rules=parse_rules("no_worker *"))
+    Alerter(store, cfg).evaluate()
+    assert "ztq_alerts_firing 1" in operator.get("/metrics").text
