@@ -46,12 +46,24 @@ def _is_cluster(client: Any) -> bool:
 
 def make_async_client(url: str, *, cluster: bool = False) -> Any:
     """A ``redis.asyncio`` client for ``url`` (``redis+cluster://``, or ``cluster=True``,
-    for a Cluster)."""
+    for a Cluster; ``redis+sentinel://`` for the master a Sentinel names, as
+    :func:`ztq.core.connection.make_client`)."""
     import redis.asyncio as aioredis
     from redis.asyncio.cluster import RedisCluster
+    from redis.asyncio.retry import Retry as AsyncRetry
+    from redis.asyncio.sentinel import Sentinel
+    from redis.backoff import NoBackoff
+
+    from ztq.core.connection import SENTINEL_SCHEME, parse_sentinel_url, sentinel_options
 
     common: dict[str, Any] = {"decode_responses": True, "socket_connect_timeout": 2.0,
                               "socket_timeout": MAX_BLOCK + 2}  # fmt: skip
+    if url.startswith(SENTINEL_SCHEME):
+        spec = parse_sentinel_url(url)
+        to_sentinels, to_master = sentinel_options(spec, common, AsyncRetry(NoBackoff(), 0))
+        return Sentinel(spec.sentinels, sentinel_kwargs=to_sentinels).master_for(
+            spec.service, **to_master
+        )
     try:
         if url.startswith("redis+cluster://"):
             return RedisCluster.from_url("redis://" + url[len("redis+cluster://") :], **common)

@@ -9,29 +9,120 @@ URL and prefix :mod:`ztq.core.settings` resolves: arguments, then ``ZTQ_REDIS_UR
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
-from typing import Any
+from typing import Any, NamedTuple
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 import redis
-from redis.backoff import ExponentialBackoff
+from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
+from redis.sentinel import Sentinel
 
 from ztq.core import settings
 from ztq.core.errors import ConfigError
-from ztq.core.storage import Storage
+from ztq.core.storage import Storage, safe_url
 
 SOCKET_TIMEOUT = 10.0
+SENTINEL_SCHEME = "redis+sentinel://"
+SENTINEL_PORT = 26379
+SENTINEL_FORM = "redis+sentinel://[:password@]host:port[,host:port...]/service_name[/db]"
+_SENTINEL_QUERY = ("sentinel_username", "sentinel_password")
+_HOST = re.compile(r"^(?:\[(?P<ip6>[0-9A-Fa-f:.]+)\]|(?P<host>[^\s:\[\]/@]+))(?::(?P<port>.*))?$")
+
+
+class SentinelURL(NamedTuple):
+    """A parsed ``redis+sentinel://`` URL: where the sentinels are and what to ask them."""
+
+    sentinels: tuple[tuple[str, int], ...]
+    service: str
+    db: int
+    username: str | None  # the master's (AUTH on the data nodes)
+    password: str | None
+    sentinel_username: str | None  # the sentinels', when they require AUTH
+    sentinel_password: str | None
+
+
+def parse_sentinel_url(url: str) -> SentinelURL:
+    """Parse :data:`SENTINEL_FORM` (a sentinel's port defaults to 26379); a
+    :class:`ConfigError` names what is wrong, never the passwords."""
+
+    def bad(why: str) -> ConfigError:
+        return ConfigError(
+            f"Redis Sentinel URL {safe_url(url)!r} {why}; the form is {SENTINEL_FORM}"
+        )
+
+    if not url.startswith(SENTINEL_SCHEME):
+        raise bad("does not start with redis+sentinel://")
+    parts = urlsplit(url)
+    if parts.fragment:
+        raise bad("has a #fragment")
+    userinfo, _, hostlist = parts.netloc.rpartition("@")
+    user, _, password = userinfo.partition(":")
+    sentinels = []
+    for item in hostlist.split(","):
+        match = _HOST.match(item.strip())
+        if not match:
+            raise bad(f"has a bad sentinel address {item.strip()!r}: not host:port")
+        port_text = match["port"]
+        if port_text is not None and not (port_text.isdigit() and 0 < int(port_text) < 65536):
+            raise bad(f"has a bad port {port_text!r} for sentinel {item.strip()!r}: not 1-65535")
+        sentinels.append((match["ip6"] or match["host"], int(port_text or SENTINEL_PORT)))
+    path = [unquote(p) for p in parts.path.split("/")[1:]]
+    if path and path[-1] == "":
+        path.pop()  # a trailing slash
+    if not path or not path[0]:
+        raise bad("has no service name (the name the sentinels monitor the master under)")
+    if len(path) > 2 or (len(path) == 2 and not path[1].isdigit()):
+        raise bad(f"has a bad database {'/'.join(path[1:])!r}: not a number")
+    query: dict[str, str] = {}
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        if key not in _SENTINEL_QUERY:
+            raise bad(f"has an unknown parameter {key!r} (known: {', '.join(_SENTINEL_QUERY)})")
+        query[key] = value
+    return SentinelURL(
+        sentinels=tuple(sentinels),
+        service=path[0],
+        db=int(path[1]) if len(path) == 2 else 0,
+        username=unquote(user) or None,
+        password=unquote(password) or None,
+        sentinel_username=query.get("sentinel_username") or None,
+        sentinel_password=query.get("sentinel_password") or None,
+    )
+
+
+def sentinel_options(
+    spec: SentinelURL, common: dict[str, Any], no_retry: Any
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(options for the sentinels, options for the master's connections) from the options
+    of a plain client. A sentinel that does not answer is skipped at once (``no_retry``, a
+    ``Retry`` with no attempts, and short timeouts): the master's connections retry, asking
+    the sentinels again each time, so a failover is followed like a restart."""
+    to_sentinels = {
+        "socket_connect_timeout": 1.0,
+        "socket_timeout": 2.0,
+        "retry": no_retry,
+        "username": spec.sentinel_username,
+        "password": spec.sentinel_password,
+    }
+    to_master = dict(common, db=spec.db, username=spec.username, password=spec.password)
+    return to_sentinels, to_master
 
 
 def make_client(url: str, *, cluster: bool | None = None, **options: Any) -> Any:
     """A redis-py client for ``url`` with bounded retries on connection errors.
 
-    ``redis+cluster://host:port`` (or ``cluster=True``) gives a :class:`redis.RedisCluster`.
+    ``redis+cluster://host:port`` (or ``cluster=True``) gives a :class:`redis.RedisCluster`;
+    ``redis+sentinel://...`` (see :func:`parse_sentinel_url`) a client of the master the
+    sentinels name, which asks them again whenever it (re)connects, so it follows a failover.
     """
     if not isinstance(url, str) or "://" not in url:
         raise ConfigError(f"Redis URL {url!r} is not a URL such as redis://host:6379/0")
+    sentinel = parse_sentinel_url(url) if url.startswith(SENTINEL_SCHEME) else None
+    if sentinel and cluster:
+        raise ConfigError("a redis+sentinel:// URL names one master, not a Redis Cluster")
     if url.startswith("redis+cluster://"):
         cluster, url = True, "redis://" + url[len("redis+cluster://") :]
     common: dict[str, Any] = {
@@ -46,6 +137,10 @@ def make_client(url: str, *, cluster: bool | None = None, **options: Any) -> Any
         "retry_on_error": [RedisConnectionError, RedisTimeoutError],
     }
     common.update(options)
+    if sentinel is not None:
+        to_sentinels, to_master = sentinel_options(sentinel, common, Retry(NoBackoff(), 0))
+        manager = Sentinel(sentinel.sentinels, sentinel_kwargs=to_sentinels)
+        return manager.master_for(sentinel.service, **to_master)
     try:
         if cluster:
             common.pop("health_check_interval", None)

@@ -86,7 +86,15 @@ def boolean(raw: Any) -> bool:
 def redis_url(raw: Any) -> str:
     if not isinstance(raw, str) or "://" not in raw:
         raise ValueError(f"must be a URL such as redis://host:6379/0, not {raw!r}")
-    return raw.strip()
+    url = raw.strip()
+    if url.startswith("redis+sentinel://"):
+        from ztq.core.connection import parse_sentinel_url  # it imports this module
+
+        try:
+            parse_sentinel_url(url)
+        except ConfigError as exc:
+            raise ValueError(f"is not valid: {exc}") from None
+    return url
 
 
 def key_prefix(raw: Any) -> str:

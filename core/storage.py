@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -32,18 +33,20 @@ from ztq.core.waits import MultiWait
 DEFAULT_RESULT_TTL_MS = 3_600_000
 DEFAULT_HISTORY_MAXLEN = 10_000
 MAX_BLOCK = 8.0  # seconds: blocking reads stay below the client's socket timeout (10 s)
+_PASSWORD_PARAM = re.compile(r"((?:^|[&;])(?:sentinel_)?password=)[^&;]*")
 
 
 def safe_url(url: str) -> str:
-    """The URL with any password masked, for messages and logs."""
+    """The URL with its passwords masked, for messages and logs: the one before ``@`` and
+    the ``password`` / ``sentinel_password`` parameters. Works on the host list of a
+    ``redis+sentinel://`` URL (``h1:26379,h2:26379``), whose port ``urlsplit`` cannot read."""
     parts = urlsplit(url)
-    if parts.password:
-        host = parts.hostname or ""
-        if parts.port:
-            host = f"{host}:{parts.port}"
-        user = parts.username or ""
-        return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
-    return url
+    userinfo, at, hosts = parts.netloc.rpartition("@")
+    if at and ":" in userinfo:
+        parts = parts._replace(netloc=f"{userinfo.partition(':')[0]}:***@{hosts}")
+    if "password=" in parts.query:
+        parts = parts._replace(query=_PASSWORD_PARAM.sub(r"\1***", parts.query))
+    return urlunsplit(parts)
 
 
 @dataclass(frozen=True)
