@@ -10,11 +10,12 @@ connections apart from its blocking ones (they belong to one event loop each).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ReadOnlyError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ztq.core import settings
@@ -87,8 +88,18 @@ class AsyncStorage:
         self._queues: set[str] = set()
 
     async def _guarded(self, coro: Any) -> Any:
+        """:meth:`Storage.guard` for coroutines: unreachable, or a replica now (READONLY,
+        UNBLOCKED after a failover), is :class:`ConnectionFailed`, retried by callers."""
         try:
             return await coro
+        except ResponseError as exc:
+            if not (isinstance(exc, ReadOnlyError) or str(exc).startswith("UNBLOCKED")):
+                raise
+            with contextlib.suppress(Exception):  # the next try connects afresh
+                await self.client.connection_pool.disconnect()
+            raise ConnectionFailed(
+                f"Redis at {safe_url(self.url)} is a replica now (a failover?): {exc}"
+            ) from exc
         except (RedisConnectionError, RedisTimeoutError) as exc:
             raise ConnectionFailed(f"cannot reach Redis at {safe_url(self.url)}: {exc}") from exc
 

@@ -12,21 +12,16 @@ import math
 import time
 from dataclasses import dataclass
 from typing import TextIO
-from urllib.parse import urlsplit, urlunsplit
 
 from ztq.core.monitor import queue_stats
-from ztq.core.storage import Storage
+from ztq.core.storage import Storage, safe_url
 from ztq.core.workers import list_workers
 
 
 def mask_url(url: str) -> str:
-    """``url`` with its password replaced by ``***`` (the user name is kept)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    """``url`` with its passwords replaced by ``***`` (:func:`ztq.core.storage.safe_url`:
+    the one before ``@`` and ``password`` / ``sentinel_password`` parameters)."""
+    return safe_url(url)
 
 
 @dataclass(frozen=True)

@@ -171,3 +171,20 @@ def test_the_example_of_docs_app_md_runs(pair: tuple[RedisProcess, ...], monkeyp
         os.kill(replica.pid, signal.SIGCONT)
     on_replica.close()
     namespace["shop"].connections.close_all()
+
+
+def test_an_asyncio_enqueue_to_a_replica_is_a_connection_failure(
+    pair: tuple[RedisProcess, ...],
+) -> None:
+    """A demoted master answers writes with READONLY: callers retry it like an outage."""
+    import asyncio
+
+    from ztq.core.errors import ConnectionFailed
+
+    _, replica = pair
+    app, send = _app(replica.url)
+    with pytest.raises(ConnectionFailed, match="is a replica now"):
+        asyncio.run(send.adelay("ann@example.org"))
+    with pytest.raises(ConnectionFailed, match="is a replica now"):
+        send.delay("ann@example.org")
+    app.connections.close_all()

@@ -218,3 +218,8 @@ def test_the_redis_password_is_masked() -> None:
     assert mask_url("redis://:s3cret@db:6379/0") == "redis://:***@db:6379/0"
     assert mask_url("rediss://ann:s3cret@db/1") == "rediss://ann:***@db/1"
     assert mask_url("redis://127.0.0.1:6379/0") == "redis://127.0.0.1:6379/0"
+
+
+def test_the_demo_masks_a_sentinel_password_too() -> None:
+    shown = mask_url("redis+sentinel://:pw@h1:26379,h2:26379/main/0?sentinel_password=s3")
+    assert "pw" not in shown and "s3" not in shown and shown.count("***") == 2
