@@ -21,7 +21,7 @@ ROUTES = (
     ("healthz", "/healthz"),
     # workers
     ("workers", "/workers"),
-    ("worker", "/workers/{id}"),
+    ("worker", "/workers/{id:.+}"),  # any id a heartbeat names, "/" included
     # queues and tasks
     ("queues", "/queues"),
     ("queue", "/queues/{name}"),

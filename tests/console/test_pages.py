@@ -334,3 +334,12 @@ def test_bytes_that_are_not_utf8_show_as_replacement_characters(
                 "/api/history", "/api/errors", "/api/workers", "/metrics"):  # fmt: skip
         text = operator.get(url).text
         assert "\ufffd" in text or "\\ufffd" in text, url  # JSON may escape it
+
+
+def test_a_worker_whose_id_has_a_slash_opens(operator: TestApp, store: Storage) -> None:
+    """Names the worker refuses can still come from another writer of the heartbeats."""
+    from tests.console import scenario
+
+    scenario.heartbeat(store, "rack/7.101", threads={"default": 1})
+    page = operator.get("/workers/rack%2F7.101")
+    assert page.status_int == 200 and "rack/7.101" in page.text
