@@ -348,4 +348,9 @@ MESSAGES: dict[str, str] = {
     "Waiting and run times": "等待与运行时间",
     "Waiting, last 24 hours": "等待时间，最近 24 小时",
     "Waiting: from ready to taken by a worker. Run time: from taken to finished.": "等待：从就绪到被工作进程取走。运行时间：从取走到结束。",
+    "other": "其他",
+    "All workers": "全部工作进程",
+    "No worker here.": "这里没有工作进程。",
+    "{first}–{last} of {n}, by name": "第 {first}–{last} 个，共 {n} 个，按名称排序",
+    "First page": "第一页",
 }

@@ -35,6 +35,11 @@ class Keys:
         self.queues = f"{prefix}:{{ztq}}:queues"
         self.workers = f"{prefix}:{{ztq}}:workers"  # hash: worker id -> heartbeat JSON
         self.seen = f"{prefix}:{{ztq}}:seen"  # zset: worker id -> last report (ms)
+        # what the console counts and pages workers by, kept by the heartbeat script
+        self.worker_summaries = f"{prefix}:{{ztq}}:workers:summary"  # hash: id -> summary
+        self.worker_states = f"{prefix}:{{ztq}}:workers:state"  # zset: id -> band, report
+        self.worker_totals = f"{prefix}:{{ztq}}:workers:totals"  # hash: busy, t:<queue>
+        self.worker_names = f"{prefix}:{{ztq}}:workers:names"  # zset: id -> 0 (name order)
         self.events = f"{prefix}:{{ztq}}:events"
         self.cron = f"{prefix}:{{ztq}}:cron"  # hash: entry name -> JSON, as workers publish it
         self.cron_off = f"{prefix}:{{ztq}}:cron:off"  # hash: disabled entry -> who, when

@@ -17,7 +17,7 @@ from ztq.core.calls import TASK_ID
 from ztq.core.keys import QUEUE_NAME
 from ztq.core.record import TaskRecord
 from ztq.core.storage import Storage
-from ztq.core.workers import WorkerInfo, list_workers
+from ztq.core.workers import WorkerInfo, WorkerPage, fleet, list_workers, page_workers
 
 ARG_LIMIT = 160  # characters of arguments shown on list pages
 API_TEXT_LIMIT = 65536  # characters of arguments / traceback in API answers
@@ -32,7 +32,7 @@ def _progress(rec: TaskRecord | None) -> Any:
         return None
     try:
         return rec.progress
-    except ValueError:
+    except (TypeError, ValueError):  # not JSON, or not a string (a foreign writer)
         return rec.get("progress")
 
 
@@ -83,9 +83,8 @@ def worker_view(info: WorkerInfo, records: dict[tuple[str, str], TaskRecord | No
     }
 
 
-def workers(storage: Storage, lost_after: float) -> list[dict]:
-    """Every worker with its threads' current tasks and their progress (2 round trips)."""
-    infos = list_workers(storage, lost_after)
+def worker_rows(storage: Storage, infos: list[WorkerInfo]) -> list[dict]:
+    """The views of these workers, with the progress of the tasks they run (1 round trip)."""
     wanted: list[tuple[str, str]] = []
     for info in infos:
         current = info.data.get("current")
@@ -98,19 +97,34 @@ def workers(storage: Storage, lost_after: float) -> list[dict]:
     return [worker_view(info, recs) for info in infos]
 
 
+def workers(storage: Storage, lost_after: float) -> list[dict]:
+    """Every worker with its threads' current tasks and their progress (2 round trips):
+    every heartbeat is read, so the console pages with :func:`worker_page` instead."""
+    return worker_rows(storage, list_workers(storage, lost_after))
+
+
+def worker_page(
+    storage: Storage,
+    lost_after: float,
+    *,
+    status: str = "",
+    start: int = 0,
+    limit: int = 50,
+) -> tuple[list[dict], WorkerPage]:
+    """One page of workers in name order (all, or those of one status) as :func:`workers`
+    shows them: the heartbeats of the page are read, no other."""
+    page = page_workers(storage, lost_after, status=status, start=start, limit=limit)
+    return worker_rows(storage, page.workers), page
+
+
+def fleet_dict(storage: Storage, lost_after: float) -> dict[str, Any]:
+    """Workers per status, live threads per queue and busy ones, total (see :func:`fleet`)."""
+    f = fleet(storage, lost_after)
+    return {"counts": f.counts, "total": f.total, "threads": f.threads, "busy": f.busy}
+
+
 def _valid_pair(queue: str, task_id: str) -> bool:
     return bool(QUEUE_NAME.match(queue) and TASK_ID.match(task_id))
-
-
-def threads_by_queue(workers_: list[dict]) -> dict[str, int]:
-    """Threads serving each queue, counting workers that are not lost."""
-    out: dict[str, int] = {}
-    for w in workers_:
-        if w["status"] == "lost":
-            continue
-        for q, n in w["threads"].items():
-            out[q] = out.get(q, 0) + n
-    return out
 
 
 def _cut(text: str, limit: int) -> tuple[str, bool]:
@@ -183,9 +197,10 @@ def now_ms() -> int:
 
 
 def queues(storage: Storage, names: Sequence[str], lost_after: float) -> list[dict[str, Any]]:
-    """Stats of the queues with the threads of live workers serving each (3 round trips)."""
+    """Stats of the queues with the threads of live workers serving each (4 round trips; the
+    threads come from the workers' summaries, see :func:`ztq.core.workers.fleet`)."""
     stats = monitor.queue_stats(storage, names)
-    serving = threads_by_queue(workers(storage, lost_after))
+    serving = fleet(storage, lost_after).threads
     now = now_ms()
     out = []
     for s in stats:

@@ -17,6 +17,7 @@ from ztq.console.views.logs import STATUSES
 from ztq.console.views.queues import overview
 from ztq.console.web import (
     choice_param,
+    int_param,
     known_queues,
     not_found,
     page_size,
@@ -31,6 +32,7 @@ from ztq.core.filters import fields_matcher
 from ztq.core.logins import login_stats
 from ztq.core.sessions import count_sessions
 from ztq.core.tokens import count_tokens
+from ztq.core.workers import SHOWN, fleet, list_workers
 
 
 def _page(page: monitor.Page, items: list[Any]) -> dict[str, Any]:
@@ -48,8 +50,20 @@ def _cursor(request: Any) -> str | None:
 
 @view_config(route_name="api_workers", request_method="GET", renderer="json")
 def api_workers(request: Any) -> dict[str, Any]:
+    """A page of workers in name order (``status``, ``limit``, ``cursor``), and the counts."""
     lost_after = request.registry.ztq_settings.lost_after
-    return {"items": models.workers(request.storage, lost_after)}
+    items, page = models.worker_page(
+        request.storage,
+        lost_after,
+        status=choice_param(request, "status", SHOWN),
+        start=int_param(request, "cursor", 0, 0, 10**9),
+        limit=page_size(request),
+    )
+    out = {"items": items, "next": None if page.next is None else str(page.next)}
+    out["scanned"] = page.scanned
+    if page.partial:
+        out["partial"] = True
+    return out | models.fleet_dict(request.storage, lost_after)
 
 
 @view_config(route_name="api_queues", request_method="GET", renderer="json")
@@ -140,7 +154,8 @@ def _label(value: str) -> str:
 def metrics(request: Any) -> Response:
     """Gauges, counters and histograms in the Prometheus text format (version 0.0.4)."""
     queues = overview(request, known_queues(request))
-    workers = models.workers(request.storage, request.registry.ztq_settings.lost_after)
+    lost_after = request.registry.ztq_settings.lost_after
+    workers = [models.worker_view(w, {}) for w in list_workers(request.storage, lost_after)]
     out: list[str] = []
 
     def family(name: str, kind: str, text: str, samples: list[tuple[dict[str, str], Any]]) -> None:
@@ -222,14 +237,12 @@ def metrics(request: Any) -> Response:
            [({}, count_tokens(request.storage))])  # fmt: skip
     family("ztq_alerts_firing", "gauge", "Alerts firing now (docs/alerts.md).",
            [({}, firing_count(request.storage))])  # fmt: skip
-    statuses: dict[str, int] = {}
-    for w in workers:
-        statuses[w["status"]] = statuses.get(w["status"], 0) + 1
+    statuses = fleet(request.storage, lost_after).counts
     family(
         "ztq_workers",
         "gauge",
         "Known workers by status.",
-        [({"status": s}, n) for s, n in sorted(statuses.items())],
+        [({"status": s}, statuses.get(s, 0)) for s in SHOWN],
     )
     family(
         "ztq_worker_heartbeat_age_seconds",

@@ -7,13 +7,20 @@ from typing import Any
 from pyramid.view import view_config
 
 from ztq.console.security import OPERATE
-from ztq.console.web import audit, back, flash, not_found, valid_queue
+from ztq.console.web import (
+    audit,
+    back,
+    choice_param,
+    flash,
+    int_param,
+    not_found,
+    page_size,
+    valid_queue,
+)
 from ztq.core import monitor, streams
 from ztq.core import overview as models
 from ztq.core.filters import fields_matcher
-from ztq.core.workers import COMMANDS, forget_worker, get_worker, send_command
-
-STATUS_ORDER = {"running": 0, "paused": 1, "stopping": 2, "stopped": 3, "lost": 4}
+from ztq.core.workers import COMMANDS, SHOWN, forget_worker, get_worker, send_command
 
 
 def _lost_after(request: Any) -> float:
@@ -22,14 +29,29 @@ def _lost_after(request: Any) -> float:
 
 @view_config(route_name="workers", request_method="GET", renderer="workers.jinja2")
 def workers_page(request: Any) -> dict[str, Any]:
-    workers = models.workers(request.storage, _lost_after(request))
-    workers.sort(key=lambda w: (STATUS_ORDER.get(w["status"], 5), w["name"]))
-    counts: dict[str, int] = {}
-    for w in workers:
-        counts[w["status"]] = counts.get(w["status"], 0) + 1
-    busy = sum(len(w["current"]) for w in workers)
-    threads = sum(sum(w["threads"].values()) for w in workers if w["status"] != "lost")
-    return {"workers": workers, "counts": counts, "busy": busy, "threads": threads}
+    """One page of workers in name order, all or those of one status; the counts come from
+    the workers' summaries (see ``ztq.core.workers.fleet``), so neither reads every
+    heartbeat."""
+    lost_after = _lost_after(request)
+    status = choice_param(request, "status", SHOWN)
+    start = int_param(request, "cursor", 0, 0, 10**9)
+    limit = page_size(request)
+    workers, page = models.worker_page(
+        request.storage, lost_after, status=status, start=start, limit=limit
+    )
+    fleet = models.fleet_dict(request.storage, lost_after)
+    return {
+        "workers": workers,
+        "page": page,
+        "start": start,
+        "limit": limit,
+        "status": status,
+        "statuses": SHOWN,
+        "counts": fleet["counts"],
+        "total": fleet["total"],
+        "busy": fleet["busy"],
+        "threads": sum(fleet["threads"].values()),
+    }
 
 
 @view_config(route_name="worker", request_method="GET", renderer="worker.jinja2")

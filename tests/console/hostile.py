@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.console import scenario
 from ztq.core.storage import EnqueueEntry, Finished, Storage
 from ztq.core.streams import write_audit
 from ztq.core.tokens import create_token
@@ -204,7 +205,7 @@ def plant_worker(storage: Storage, key: str, text: str, n: int) -> str:
     }
     write_heartbeat(storage, wid, data)
     if n % 5 == 4:  # lost: no heartbeat for four minutes
-        storage.client.zadd(storage.keys.seen, {wid: (now - 240) * 1000})
+        scenario.make_lost(storage, wid, 240)
     return wid
 
 

@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from ztq.core.storage import Finished, Storage
-from ztq.core.workers import log_event, publish_cron_entries, write_heartbeat
+from ztq.core.workers import BAND, log_event, publish_cron_entries, write_heartbeat
 
 TRACEBACK = """Traceback (most recent call last):
   File "/srv/ztq/worker/execute.py", line 61, in run
@@ -91,8 +91,14 @@ def heartbeat(
 
 
 def make_lost(storage: Storage, worker: str, seconds_ago: float = 300) -> None:
-    """Pretend ``worker`` last reported ``seconds_ago`` seconds ago."""
-    storage.client.zadd(storage.keys.seen, {worker: (time.time() - seconds_ago) * 1000})
+    """Pretend ``worker`` last reported ``seconds_ago`` seconds ago: in ``seen`` and in its
+    ``workers:state`` score (which keeps the band of its status)."""
+    at = int((time.time() - seconds_ago) * 1000)
+    k = storage.keys
+    storage.client.zadd(k.seen, {worker: at})
+    score = storage.client.zscore(k.worker_states, worker)
+    if score is not None:
+        storage.client.zadd(k.worker_states, {worker: int(score) // BAND * BAND + at})
 
 
 def log(storage: Storage, kind: str, worker: str, message: str = "", **fields: Any) -> None:

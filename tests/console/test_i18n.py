@@ -15,7 +15,8 @@ CONSOLE = Path(__file__).resolve().parents[2] / "console"
 DYNAMIC = [
     # states, statuses, kinds, roles and priorities shown through _(value)
     "queued", "delayed", "running", "error", "done", "none", "failed", "retry", "lost",
-    "paused", "stopping", "stopped", "start", "stop", "reboot", "config", "command", "forget",
+    "paused", "stopping", "stopped", "other", "start", "stop", "reboot", "config", "command",
+    "forget",
     "viewer", "operator", "high", "normal", "low",
 ]  # fmt: skip
 
