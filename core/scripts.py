@@ -82,19 +82,23 @@ class Scripts:
         if id(client) not in self._loaded:  # a first big batch would fail whole on NOSCRIPT
             self.load_all(client)
         for attempt in (1, 2):
-            pipe = client.pipeline(transaction=False)
-            for name, keys, args in ops:
-                pipe.execute_command("EVALSHA", self.sha[name], len(keys), *keys, *args)
-            if wait is not None:
-                pipe.execute_command("WAIT", *wait)
+            pipe = self._pipeline(client, ops, wait)
             try:
                 return list(pipe.execute())
             except ResponseError as exc:  # NoScriptError is one
-                missing = isinstance(exc, NoScriptError) or "NOSCRIPT" in str(exc)
-                if attempt == 2 or not missing:
+                if attempt == 2 or not _missing_script(exc):
                     raise
                 self.load_all(client)
         raise AssertionError("unreachable")
+
+    def _pipeline(self, client: Any, ops: Sequence[Op], wait: tuple[int, int] | None) -> Any:
+        """A pipeline (no MULTI) of the scripts of ``ops``, then ``WAIT`` if asked."""
+        pipe = client.pipeline(transaction=False)
+        for name, keys, args in ops:
+            pipe.execute_command("EVALSHA", self.sha[name], len(keys), *keys, *args)
+        if wait is not None:
+            pipe.execute_command("WAIT", *wait)
+        return pipe
 
     async def acall_many(
         self, client: Any, ops: Sequence[Op], *, wait: tuple[int, int] | None = None
@@ -103,20 +107,20 @@ class Scripts:
         if not ops:
             return []
         for attempt in (1, 2):
-            pipe = client.pipeline(transaction=False)
-            for name, keys, args in ops:
-                pipe.execute_command("EVALSHA", self.sha[name], len(keys), *keys, *args)
-            if wait is not None:
-                pipe.execute_command("WAIT", *wait)
+            pipe = self._pipeline(client, ops, wait)
             try:
                 return list(await pipe.execute())
             except ResponseError as exc:
-                missing = isinstance(exc, NoScriptError) or "NOSCRIPT" in str(exc)
-                if attempt == 2 or not missing:
+                if attempt == 2 or not _missing_script(exc):
                     raise
                 for src in self.source.values():
                     await client.script_load(src)
         raise AssertionError("unreachable")
+
+
+def _missing_script(exc: ResponseError) -> bool:
+    """Redis lost its script cache (restart, SCRIPT FLUSH, a promoted replica)."""
+    return isinstance(exc, NoScriptError) or "NOSCRIPT" in str(exc)
 
 
 SCRIPTS = Scripts()

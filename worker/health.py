@@ -96,7 +96,7 @@ class HealthServer:
                 self.wfile.write(body)
 
             def log_message(self, format: str, *args: Any) -> None:
-                pass  # probes every few seconds would drown the worker's log
+                """Not logged: probes every few seconds would drown the worker's log."""
 
         self.server = ThreadingHTTPServer(address, Handler)
         self.server.daemon_threads = True
