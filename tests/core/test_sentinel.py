@@ -477,7 +477,7 @@ def test_the_doc_worker_command_runs(
     (tmp_path / "myapp" / "__init__.py").write_text("")
     (tmp_path / "myapp" / "tasks.py").write_text(
         "from ztq.core import task\n\n\n@task\ndef note(path: str) -> None:\n"
-        "    open(path, 'a').write('done\\n')\n"
+        "    with open(path, 'a') as fh:\n        fh.write('done\\n')\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     from myapp.tasks import note  # type: ignore[import-not-found]
@@ -491,7 +491,10 @@ def test_the_doc_worker_command_runs(
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True)  # fmt: skip
     try:
-        wait_for(lambda: out.exists() or proc.poll() is not None, timeout=30)
+        # the file appears when the task opens it: wait for what it wrote and for the ack
+        wait_for(lambda: (out.exists() and out.read_text() == "done\n"
+                          and ztq.ping(handle) == "done") or proc.poll() is not None,
+                 timeout=30)  # fmt: skip
         assert out.read_text() == "done\n" and ztq.ping(handle) == "done"
     finally:
         os.killpg(proc.pid, signal.SIGTERM)  # the group this test started: bash and ztq
