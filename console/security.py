@@ -210,6 +210,8 @@ class ConsolePolicy:
         if session.error is not None:
             raise session.error
         record = session.record
+        if record is None and basic_allowed(request):
+            return User(name, role, "")  # a script through the proxy: no session to keep
         if record is None or (record.via, record.user, record.grant) != ("sso", name, grant):
             session.start(user=name, role=role, grant=grant, via="sso")
             write_audit(request.storage, name, "signed in",

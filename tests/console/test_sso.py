@@ -180,3 +180,14 @@ def test_with_sso_the_console_needs_no_password_users(settings: dict[str, Any]) 
     assert (
         load({**settings, **SSO, "ztq.console.sso_roles": "* viewer"}).sso.role_of([]) == "viewer"
     )  # type: ignore[union-attr]
+
+
+def test_scripts_through_the_proxy_open_no_sessions(sso_wsgi: Any, store: Storage) -> None:
+    """A client without cookies (curl, a scraper) behind the proxy: every GET of the API is
+    signed in by the header alone, and no session or audit entry piles up per request."""
+    for _ in range(3):
+        app = via_proxy(sso_wsgi, "scraper", "staff")
+        assert app.get("/api/queues").status_int == 200
+        assert app.get("/metrics").status_int == 200
+    assert not list(store.client.scan_iter(match="ztq:{ztq}:session:*"))
+    assert not [e for e in audit(store) if e["action"] == "signed in"]
