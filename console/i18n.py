@@ -13,6 +13,24 @@ from ztq.console.zh import MESSAGES as ZH
 LANGS = ("en", "zh")
 COOKIE = "ztq_lang"
 CATALOGS: dict[str, dict[str, str]] = {"en": {}, "zh": ZH}
+# English messages whose noun follows the count: the form for n == 1 (Chinese nouns do not
+# change with the count). Messages are written in the plural; tests/console/test_i18n.py
+# checks that each one here is a message the console shows.
+ENGLISH_ONE: dict[str, str] = {
+    "Delete all {n} errors of {name}?": "Delete the {n} error of {name}?",
+    "Delete all {n} ready tasks of {name}?": "Delete the {n} ready task of {name}?",
+    "Redo all {n} errors of {name}?": "Redo the {n} error of {name}?",
+    "Ended {n} session(s).": "Ended {n} session.",
+    "lost its worker {n} times": "lost its worker once",
+    "{n} failed tasks": "{n} failed task",
+    "{n} leased tasks": "{n} leased task",
+    "{n} queues": "{n} queue",
+    "{n} threads": "{n} thread",
+    "{n} workers": "{n} worker",
+    "{n} were in another state and left alone.": "{n} was in another state and left alone.",
+    "{verb} {n} tasks.": "{verb} {n} task.",
+    "{action}: {done} of {count} tasks.": "{action}: {done} of {count} task.",
+}
 
 
 def negotiate(request: Any) -> str:
@@ -24,8 +42,12 @@ def negotiate(request: Any) -> str:
 
 def translator(lang: str) -> Callable[..., str]:
     catalog = CATALOGS.get(lang, {})
+    one = ENGLISH_ONE if lang == "en" else {}
 
     def translate(msgid: str, **kw: Any) -> str:
+        count = kw.get("n", kw.get("count"))
+        if count == 1 and msgid in one:
+            return one[msgid].format(**kw)
         text = catalog.get(msgid, msgid)
         return text.format(**kw) if kw else text
 

@@ -57,7 +57,7 @@ def test_redo_one_failed_task(operator: TestApp, store: Storage) -> None:
     r = post(operator, "/tasks", {"action": "redo", "task": f"default:{task_id}",
                                   "next": f"/tasks/{task_id}"})  # fmt: skip
     assert r.location.endswith(f"/tasks/{task_id}")
-    assert "Redo: 1 of 1 tasks." in r.follow().text
+    assert "Redo: 1 of 1 task." in r.follow().text
     assert ztq.ping(task_id) == "queued"
     rec = store.record("default", task_id)
     assert rec is not None and rec.get("redone") == 1 and not rec.get("error")

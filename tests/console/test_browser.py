@@ -161,7 +161,7 @@ def test_operator_opens_every_page_and_redoes_a_failed_task(
     assert "flaky failure 1" in page.inner_text("main")
     page.screenshot(path=str(SHOTS / "task-error.png"), full_page=True)
     page.click("button[value=redo]")
-    assert "Redo: 1 of 1 tasks." in page.inner_text(".flashes")
+    assert "Redo: 1 of 1 task." in page.inner_text(".flashes")
     assert page.inner_text("h1 .badge") == "queued"
     store.resume("browser")  # another operator resumes the queue
     # the page refreshes itself while the task is pending; the worker runs it to success

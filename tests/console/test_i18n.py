@@ -47,3 +47,18 @@ def test_every_message_has_a_translation() -> None:
 def test_translations_keep_their_placeholders() -> None:
     for en, zh in MESSAGES.items():
         assert fields(en) == fields(zh), en
+
+
+def test_english_counts_of_one_are_singular() -> None:
+    from ztq.console.i18n import ENGLISH_ONE, translator
+
+    assert set(ENGLISH_ONE) <= msgids()  # each is a message the console shows
+    for msgid, one in ENGLISH_ONE.items():
+        assert fields(one) <= fields(msgid), msgid
+    en, zh = translator("en"), translator("zh")
+    assert en("{n} workers", n=1) == "1 worker" and en("{n} workers", n=2) == "2 workers"
+    assert en("{n} workers", n=0) == "0 workers"
+    assert en("{action}: {done} of {count} tasks.", action="Redo", done=1, count=1) == (
+        "Redo: 1 of 1 task."
+    )
+    assert zh("{n} workers", n=1) == zh("{n} workers", n=2).replace("2", "1")

@@ -343,3 +343,12 @@ def test_a_worker_whose_id_has_a_slash_opens(operator: TestApp, store: Storage) 
     scenario.heartbeat(store, "rack/7.101", threads={"default": 1})
     page = operator.get("/workers/rack%2F7.101")
     assert page.status_int == 200 and "rack/7.101" in page.text
+
+
+def test_a_count_of_one_is_singular_on_the_pages(operator: TestApp, store: Storage) -> None:
+    from tests.console import scenario
+
+    scenario.heartbeat(store, "solo-1", threads={"default": 1})
+    text = operator.get("/workers").text
+    assert "1 worker " in text or "1 worker<" in text
+    assert "1 workers" not in text

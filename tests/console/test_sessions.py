@@ -196,7 +196,7 @@ def test_operators_see_every_session_and_end_one(wsgi: Any, store: Storage) -> N
     assert page.text.count('name="handle"') == 1  # no button to end the current session
     vic_handle = session_handle(SECRET, cookie(vic))
     r = post(ann, "/sessions/end", {"handle": vic_handle, "next": "/sessions"})
-    assert "Ended 1 session(s)." in r.follow().text
+    assert "Ended 1 session." in r.follow().text
     assert not signed_in(vic) and signed_in(ann)
     [entry] = [e for e in streams.stream_page(store, "audit", limit=10).rows
                if e["action"] == "session ended"]  # fmt: skip
