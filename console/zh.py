@@ -353,4 +353,5 @@ MESSAGES: dict[str, str] = {
     "No worker here.": "这里没有工作进程。",
     "{first}–{last} of {n}, by name": "第 {first}–{last} 个，共 {n} 个，按名称排序",
     "First page": "第一页",
+    "Its worker stopped renewing the lease: the task goes back to ready (or to errors after max_lost) at the next reap.": "它的工作进程不再续租：下一次回收时任务回到就绪队列（超过 max_lost 次则进入错误清单）。",
 }

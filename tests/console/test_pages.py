@@ -352,3 +352,17 @@ def test_a_count_of_one_is_singular_on_the_pages(operator: TestApp, store: Stora
     text = operator.get("/workers").text
     assert "1 worker " in text or "1 worker<" in text
     assert "1 workers" not in text
+
+
+def test_red_markers_explain_themselves(operator: TestApp, store: Storage) -> None:
+    """'0 !' (nobody serves a queue with waiting tasks) and 'expired' (a lease ran out) carry
+    a tooltip that says what they mean."""
+    t.add.delay(5, 5)
+    t.add.delay(6, 6)
+    [lease] = store.fetch("default", "gone-worker", "t0", 1, 1)  # a 1 ms lease: expired at once
+    queues = operator.get("/queues").html
+    [zero] = [s for s in queues.select("span.bad-text") if s.get_text(strip=True) == "0 !"]
+    assert "No worker serves this queue" in zero["title"]
+    running = operator.get("/running").html
+    [expired] = [s for s in running.select("span.bad-text") if "expired" in s.get_text()]
+    assert "stopped renewing the lease" in expired["title"] and lease.id
