@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from tests import sample_tasks as t
 from tests.console.conftest import SECRET
-from tests.test_doc_examples import code_blocks
+from tests.worker.cli_transcript import command_blocks
 from ztq.core.errors import ConfigError
 from ztq.core.passwords import hash_password
 from ztq.worker.embedded import RedisProcess
@@ -119,7 +120,7 @@ def test_readyz_follows_redis_and_livez_stays_up(tmp_path: Path) -> None:
 
 
 def test_the_kubernetes_probes_of_docs_deploy_md(redis_url: str, tmp_path: Path) -> None:
-    [k8s] = [b for b in code_blocks("deploy.md") if "livenessProbe" in b]
+    [k8s] = [b for b in command_blocks("deploy.md") if "livenessProbe" in b]
     worker_part, console_part = k8s.split("---")
     command = json.loads(re.search(r"command: (\[.*\])", worker_part).group(1))  # type: ignore[union-attr]
     found = re.findall(r"(\w+Probe):\n\s+httpGet: \{path: (\S+), port: (\d+)\}", worker_part)
@@ -161,7 +162,7 @@ def test_the_kubernetes_probes_of_docs_deploy_md(redis_url: str, tmp_path: Path)
 
 
 def test_the_systemd_unit_of_docs_deploy_md(redis_url: str, tmp_path: Path) -> None:
-    [unit] = [b for b in code_blocks("deploy.md") if "[Service]" in b]
+    [unit] = [b for b in command_blocks("deploy.md") if "[Service]" in b]
     service = dict(re.findall(r"^(\w+)=(.*)$", unit, re.M))
     port = free_port()
     line = service["ExecStart"].replace("/srv/shop/.venv/bin/", f"{BIN}/")
@@ -179,12 +180,17 @@ def test_the_systemd_unit_of_docs_deploy_md(redis_url: str, tmp_path: Path) -> N
     finally:
         if proc.poll() is None:
             proc.kill()
-    [cron] = [b for b in code_blocks("deploy.md") if b.startswith("ztq check")]
-    without_redis_url = {k: v for k, v in os.environ.items() if k != "ZTQ_REDIS_URL"}
+    [cron] = [b for b in command_blocks("deploy.md") if "||" in b]
+    env = {k: v for k, v in os.environ.items() if k != "ZTQ_REDIS_URL"}
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
     check = cron.split("||")[0].replace("/etc/ztq/worker.ini", str(worker_ini(tmp_path, redis_url)))
-    done = subprocess.run([str(BIN / "ztq"), *shlex.split(check)[1:]], capture_output=True,
-                          text=True, timeout=30, env=without_redis_url)  # fmt: skip
-    assert done.returncode == 0 and done.stdout.strip() == "ok"
+    done = subprocess.run(["sh", "-c", check], capture_output=True, text=True, timeout=30,
+                          env=env)  # fmt: skip
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")  # nothing for cron to mail
+    t.add.delay(1, 1)  # a task and no worker: a reason on stderr, for cron's mail
+    done = subprocess.run(["sh", "-c", check], capture_output=True, text=True, timeout=30,
+                          env=env)  # fmt: skip
+    assert done.returncode == 1 and done.stdout == "" and "no live worker" in done.stderr
 
 
 def test_livez_fails_when_the_main_loop_stops_going_round(redis_url: str) -> None:

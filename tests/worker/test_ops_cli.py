@@ -258,14 +258,15 @@ def test_watch_refreshes_until_interrupted(store: Storage, redis_url: str) -> No
 def test_every_command_of_docs_cli_md_runs(store: Storage, redis_url: str) -> None:
     """Each ``ztq ...`` line of docs/cli.md, run as written on a populated Redis (names
     in capitals filled in); --watch and the prompt for a password are left out. ``ztq
-    check`` answers 0 or 1 here; its reasons are tested above."""
-    from tests.test_doc_examples import code_blocks
+    check`` answers 0 or 1 here; its reasons are tested above. (What each one prints is
+    pasted under it and compared by tests/worker/test_cli_transcript.py.)"""
+    from tests.worker.cli_transcript import command_blocks
 
     ids = scenario.populate(store)
     t.send.delay("eve@example.org", "x")
     scenario.work(store, "mail", fail=lambda p: "550 mailbox unavailable")
     mail_error = store.client.zrange(store.keys.errors("mail"), -1, -1)[0]
-    lines = [line.split(" #")[0].strip() for block in code_blocks("cli.md")
+    lines = [line.split(" #")[0].strip() for block in command_blocks("cli.md")
              for line in block.splitlines() if line.startswith("ztq ")]  # fmt: skip
     assert len(lines) >= 25
     fill = {"TASK_ID [TASK_ID...]": mail_error, "TASK_ID": ids["errors"][0],
