@@ -48,8 +48,12 @@ screenshots: $(STAMP) system-deps
 bench-console: $(STAMP)
 	$(PY) -m tests.console.bench
 
+# the peers side by side (docs/benchmarks.md), then the scale-out sections (docs/scaling.md):
+# 500 simulated workers on one Redis, and one busy queue over 3 Cluster masters by shards
 bench: $(STAMP)
 	$(PY) -m bench.run
+	$(PY) -m bench.many_workers
+	$(PY) -m bench.shards
 
 clean:
 	rm -rf $(VENV) .venv-bench build *.egg-info .pytest_cache .mypy_cache .ruff_cache

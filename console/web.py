@@ -14,7 +14,8 @@ from pyramid.httpexceptions import HTTPNotFound, HTTPSeeOther
 
 from ztq.core import monitor, streams
 from ztq.core.calls import TASK_ID
-from ztq.core.keys import QUEUE_NAME
+from ztq.core.errors import InvalidName
+from ztq.core.keys import check_physical, split_shard
 
 STATES = ("queued", "delayed", "running", "error", "done")
 
@@ -46,7 +47,12 @@ def choice_param(request: Any, name: str, choices: Sequence[str], default: str =
 
 
 def valid_queue(name: str) -> bool:
-    return bool(QUEUE_NAME.match(name or ""))
+    """A queue name, or the name of one shard of a queue (``mail~2``)."""
+    try:
+        check_physical(name or "")
+    except InvalidName:
+        return False
+    return True
 
 
 def valid_task_id(task_id: str) -> bool:
@@ -60,15 +66,21 @@ def known_queues(request: Any) -> list[str]:
     return list(cache)
 
 
+def logical_queues(request: Any) -> list[str]:
+    """The known queues with a sharded queue once, by its own name (for filter menus)."""
+    return list(dict.fromkeys(split_shard(q)[0] for q in known_queues(request)))
+
+
 def queue_filter(request: Any, name: str = "queue") -> tuple[str, list[str]]:
-    """The ``queue`` filter and the queues it selects; an unknown queue is a 404."""
-    queue = text_param(request, name, 64)
+    """The ``queue`` filter and the queues it selects (every shard of a sharded queue, or
+    the one shard named); an unknown queue is a 404."""
+    queue = text_param(request, name, 68)
     queues = known_queues(request)
     if not queue:
         return "", queues
     if not valid_queue(queue) or queue not in queues:
         raise not_found(request.t("No queue named {name}.", name=queue))
-    return queue, [queue]
+    return queue, request.storage.shards_of(queue, queues)
 
 
 def page_size(request: Any) -> int:

@@ -20,6 +20,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ztq.core import settings
 from ztq.core.errors import ConfigError, ConnectionFailed, NotReplicated
+from ztq.core.keys import shard_for, shard_names
 from ztq.core.record import TaskRecord
 from ztq.core.scripts import SCRIPTS, Op
 from ztq.core.states import TaskState
@@ -146,10 +147,12 @@ class AsyncStorage:
             await self.call(*self.ops.run_info_op(queue, task_id, token, worker, field, value))
         )
 
-    async def register_queue(self, queue: str) -> None:
-        if queue not in self._queues:
-            await self._guarded(self.client.sadd(self.keys.queues, queue))
-            self._queues.add(queue)
+    async def register_queue(self, queue: str, shards: int = 1) -> None:
+        """Record the queue (all its shards when it has more than one) in the global set."""
+        names = [n for n in shard_names(queue, shards) if n not in self._queues]
+        if names:
+            await self._guarded(self.client.sadd(self.keys.queues, *names))
+            self._queues.update(names)
 
     async def record(self, queue: str, task_id: str) -> TaskRecord | None:
         raw = await self._guarded(self.client.hget(self.keys.tasks(queue), task_id))
@@ -215,9 +218,11 @@ async def asend(call: TaskCall) -> TaskHandle[Any]:
             "blocking; use delay() there, or enqueue outside the block"
         )
     storage = await astorage(app, call.connection)
-    await storage.register_queue(call.queue)
+    shards = call.shards or app.registry.shards(call.queue)
+    await storage.register_queue(call.queue, shards)
     task_id = call.resolve_id()
-    op = storage.ops.enqueue_op(call.queue, [entry(call, task_id)])
+    queue = shard_for(call.queue, task_id, shards)
+    op = storage.ops.enqueue_op(queue, [entry(call, task_id)])
     replicas = replicas_for(app, [call])
     confirmed = replicas
     if replicas:
@@ -226,7 +231,7 @@ async def asend(call: TaskCall) -> TaskHandle[Any]:
     else:
         returned_id, outcome = await storage.call(*op)
     handle: TaskHandle[Any] = TaskHandle(
-        str(returned_id), call.queue, call.connection, str(outcome), app
+        str(returned_id), queue, call.connection, str(outcome), app
     )
     app.middleware.notify("after_enqueue", app, call, handle)
     if confirmed < replicas:

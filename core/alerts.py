@@ -33,7 +33,7 @@ from typing import Any
 from ztq.core import alert_webhook, monitor
 from ztq.core import settings as ztq_settings
 from ztq.core.alert_rules import Hit, Rule, Snapshot, evaluate, window_minutes
-from ztq.core.keys import QUEUE_NAME
+from ztq.core.keys import QUEUE_NAME, split_shard
 from ztq.core.storage import Storage
 from ztq.core.workers import list_workers
 
@@ -161,10 +161,11 @@ def snapshot(storage: Storage, rules: tuple[Rule, ...], lost_after: float, now: 
     snap = Snapshot(now=now, lost_after=lost_after)
     by_queue = [r for r in rules if r.kind != "worker_lost"]
     if by_queue:
-        names = set(storage.queues()) | {r.pattern for r in by_queue if not r.is_glob}
+        names = {split_shard(q)[0] for q in storage.queues()}  # a sharded queue is one
+        names |= {r.pattern for r in by_queue if not r.is_glob}
         names = {n for n in names if QUEUE_NAME.match(n)}
         minutes = window_minutes(rules)
-        snap.queues = monitor.queue_stats(storage, sorted(names), minutes=minutes, now=now)
+        snap.queues = monitor.folded_stats(storage, sorted(names), minutes=minutes, now=now)
     if any(r.kind in ("no_worker", "worker_lost") for r in rules):
         snap.workers = list_workers(storage, lost_after)
         for w in snap.workers:

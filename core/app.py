@@ -142,6 +142,7 @@ class App:
         batch_size: int | None = None,
         on_batch: Callable[[], Any] | None = None,
         result_ttl: float | None = None,
+        shards: int | None = None,
     ) -> Callable[[Callable[P, R]], TaskFunction[P, R]]: ...
 
     def task(
@@ -160,13 +161,17 @@ class App:
         batch_size: int | None = None,
         on_batch: Callable[[], Any] | None = None,
         result_ttl: float | None = None,
+        shards: int | None = None,
     ) -> Any:
         """Register a function as a task of this app, by default as ``module.qualname`` on
         queue ``default``.
 
         ``cron="*/5 * * * *"`` also schedules it (no arguments); ``batch_size`` with
         ``on_batch`` calls ``on_batch()`` after that many runs or when the queue runs dry;
-        ``result_ttl`` (seconds) keeps its results that long instead of the worker's setting.
+        ``result_ttl`` (seconds) keeps its results that long instead of the worker's setting;
+        ``shards=N`` spreads the queue over N sub-queues in N hash slots, so one busy queue
+        can use several Redis Cluster masters (docs/scaling.md); every task of the queue must
+        give the same N.
         """
 
         def register(f: Callable[..., Any]) -> TaskFunction[Any, Any]:
@@ -183,6 +188,7 @@ class App:
                 batch_size=batch_size,
                 on_batch=on_batch,
                 result_ttl=result_ttl,
+                shards=shards,
             )
             self.registry.add(tf)
             try:

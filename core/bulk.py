@@ -20,7 +20,7 @@ from typing import Any
 
 from ztq.core import monitor
 from ztq.core.filters import task_matcher
-from ztq.core.keys import QUEUE_NAME
+from ztq.core.keys import QUEUE_NAME, SHARD_NAME
 from ztq.core.storage import Storage
 
 KINDS = {
@@ -60,7 +60,9 @@ class BulkJob:
         """The job named by form fields, or None when they do not describe one."""
         action, source = str(params.get("action", "")), str(params.get("source", ""))
         queue = str(params.get("queue", ""))
-        if (action, source) not in KINDS or (queue and not QUEUE_NAME.match(queue)):
+        if (action, source) not in KINDS or (
+            queue and not (QUEUE_NAME.match(queue) or SHARD_NAME.match(queue))
+        ):
             return None
 
         def num(name: str) -> int:

@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ztq.core.errors import InvalidName, InvalidOption, SerializationError
-from ztq.core.keys import check_queue
+from ztq.core.keys import check_queue, check_shards
 from ztq.core.states import Priority
 
 if TYPE_CHECKING:
@@ -118,6 +118,9 @@ class TaskCall:
     # durable enqueue: replicas that must confirm the write (None: the app's setting); how
     # the call is sent, not what it is: not in the payload, the id or equality
     replicas: int | None = field(default=None, compare=False)
+    # the queue's shard count (None: what the app's tasks declare for the queue, else 1); it
+    # picks the sub-queue the task goes to, not what the task is: not in the id or equality
+    shards: int | None = field(default=None, compare=False)
     # headers that travel with the task to its run (e.g. a trace context); not in the id
     meta: dict[str, str] = field(default_factory=dict)
     # the app that sends it (None: the default app); not part of the payload or of equality
@@ -154,6 +157,11 @@ class TaskCall:
             or self.replicas < 0
         ):
             raise InvalidOption(f"replicas must be an int >= 0, not {self.replicas!r}")
+        if self.shards is not None:
+            try:
+                check_shards(self.shards)
+            except InvalidName as exc:
+                raise InvalidOption(str(exc)) from None
         if self.id is not None:
             check_task_id(self.id)
         for name in ("callback", "on_failure", "on_progress"):
@@ -225,6 +233,8 @@ class TaskCall:
         }
         if self.connection != "default":
             data["connection"] = self.connection
+        if self.shards is not None:
+            data["shards"] = self.shards
         if self.priority is not Priority.NORMAL:
             data["priority"] = self.priority.value
         if self.delay:
@@ -256,6 +266,7 @@ class TaskCall:
             kwargs=dict(data.get("kwargs") or {}),
             queue=data.get("queue", "default"),
             connection=data.get("connection", "default"),
+            shards=data.get("shards"),
             priority=Priority(data.get("priority", "normal")),
             delay=data.get("delay"),
             first=bool(data.get("first", False)),

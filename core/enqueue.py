@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from ztq.core.calls import TaskCall
 from ztq.core.errors import NotReplicated
 from ztq.core.handle import TaskHandle, app_or_default
+from ztq.core.keys import shard_for
 from ztq.core.scripts import Op
 from ztq.core.storage import EnqueueEntry, Storage
 from ztq.core.transaction import current_buffer
@@ -28,6 +29,17 @@ def entry(call: TaskCall, task_id: str, cron: tuple[str, int] | None = None) -> 
     )
 
 
+def placed(app: App, call: TaskCall, task_id: str, storage: Storage) -> str:
+    """The queue the task goes to: its queue, or the shard of a sharded queue its id hashes
+    to (every shard registered at the first enqueue, see docs/scaling.md)."""
+    shards = call.shards or app.registry.shards(call.queue)
+    if shards == 1:
+        storage.register_queue(call.queue)
+        return call.queue
+    storage.register_shards(call.queue, shards)
+    return shard_for(call.queue, task_id, shards)
+
+
 def send(call: TaskCall, *, cron: tuple[str, int] | None = None) -> TaskHandle:
     """Enqueue one call now (through its app), or buffer it in the open transaction."""
     app = app_or_default(call.app)
@@ -36,10 +48,11 @@ def send(call: TaskCall, *, cron: tuple[str, int] | None = None) -> TaskHandle:
     task_id = call.resolve_id()
     if buffer is not None and cron is None:
         buffer.append((call, task_id))
-        return TaskHandle(task_id, call.queue, call.connection, "buffered", app)
+        queue = shard_for(call.queue, task_id, call.shards or app.registry.shards(call.queue))
+        return TaskHandle(task_id, queue, call.connection, "buffered", app)
     storage = app.connections.get(call.connection)
-    storage.register_queue(call.queue)
-    op = storage.enqueue_op(call.queue, [entry(call, task_id, cron)])
+    queue = placed(app, call, task_id, storage)
+    op = storage.enqueue_op(queue, [entry(call, task_id, cron)])
     replicas = replicas_for(app, [call])
     confirmed = replicas
     if replicas:
@@ -48,7 +61,7 @@ def send(call: TaskCall, *, cron: tuple[str, int] | None = None) -> TaskHandle:
     else:
         returned_id, outcome = storage.call(*op)
     log.debug("enqueue %s %s -> %s", call.task, returned_id, outcome)
-    handle = TaskHandle(str(returned_id), call.queue, call.connection, str(outcome), app)
+    handle = TaskHandle(str(returned_id), queue, call.connection, str(outcome), app)
     app.middleware.notify("after_enqueue", app, call, handle)
     if confirmed < replicas:
         raise NotReplicated([handle], confirmed, replicas)
@@ -69,18 +82,20 @@ def send_many(items: Sequence[tuple[TaskCall, str]]) -> list[TaskHandle]:
     queue go in chunks of ``CHUNK`` per script call, in the order given."""
     by_conn: dict[Storage, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
     apps = [app_or_default(call.app) for call, _ in items]
-    for pos, (call, _) in enumerate(items):
-        by_conn[apps[pos].connections.get(call.connection)][call.queue].append(pos)
+    for pos, (call, task_id) in enumerate(items):
+        storage = apps[pos].connections.get(call.connection)
+        by_conn[storage][placed(apps[pos], call, task_id, storage)].append(pos)
     handles: list[TaskHandle | None] = [None] * len(items)
     for storage, by_queue in by_conn.items():
         ops: list[Op] = []
         chunks: list[list[int]] = []
+        queue_of: list[str] = []
         for queue, positions in by_queue.items():
-            storage.register_queue(queue)
             for start in range(0, len(positions), CHUNK):
                 chunk = positions[start : start + CHUNK]
                 ops.append(storage.enqueue_op(queue, [entry(*items[p]) for p in chunk]))
                 chunks.append(chunk)
+                queue_of.append(queue)
         calls = [items[p][0] for chunk in chunks for p in chunk]
         app = apps[chunks[0][0]]
         replicas = replicas_for(app, calls) if calls else 0
@@ -89,11 +104,11 @@ def send_many(items: Sequence[tuple[TaskCall, str]]) -> list[TaskHandle]:
             replies, confirmed = storage.execute_replicated(ops, replicas, timeout_ms(app))
         else:
             replies = storage.execute(ops)
-        for chunk, reply in zip(chunks, replies, strict=True):
+        for chunk, queue, reply in zip(chunks, queue_of, replies, strict=True):
             for n, pos in enumerate(chunk):
                 call = items[pos][0]
                 rid, outcome = reply[2 * n], reply[2 * n + 1]
-                handle = TaskHandle(str(rid), call.queue, call.connection, str(outcome), apps[pos])
+                handle = TaskHandle(str(rid), queue, call.connection, str(outcome), apps[pos])
                 apps[pos].middleware.notify("after_enqueue", apps[pos], call, handle)
                 handles[pos] = handle
         if confirmed < replicas:

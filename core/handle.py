@@ -32,7 +32,8 @@ FINISHED = ("done", "failed")  # history statuses that may end a wait ('retry' d
 class TaskHandle(Generic[R]):
     """A reference to an enqueued task; ``R`` is its function's return type. ``outcome``
     says what the enqueue did: 'added', 'exists', 'moved', 'rerun', 'skipped' or
-    'buffered' (inside a transaction)."""
+    'buffered' (inside a transaction). ``queue`` is where the task lives: its queue, or
+    for a sharded queue the shard its id hashes to (``mail~2``)."""
 
     id: str
     queue: str
@@ -159,12 +160,12 @@ def ping(
     """The state of a task: queued, delayed, running, error, done or none.
 
     With a bare id and no ``queue``, every known queue of ``app`` (default: the default app)
-    is searched (one round trip).
+    is searched (one round trip); with a sharded ``queue``, its shards are.
     """
     if isinstance(task, TaskHandle):
         return task.state.value
     storage = app_or_default(app).connections.get(connection)
-    queue = queue or storage.locate(task)
+    queue = storage.locate(task, storage.shards_of(queue) if queue else None)
     if queue is None:
         return TaskState.NONE.value
     rec = storage.record(queue, task)

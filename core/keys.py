@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import zlib
 
 from ztq.core.errors import InvalidName
 from ztq.core.states import PRIORITIES, Priority
@@ -23,6 +24,50 @@ def check_queue(name: str) -> str:
             f"queue name {name!r} is not allowed: use 1-64 letters, digits, '_', '.' or '-'"
         )
     return name
+
+
+SHARD_MARK = "~"  # ``mail~2``: shard 2 of queue ``mail`` (a queue name cannot hold "~")
+MAX_SHARDS = 64
+SHARD_NAME = re.compile(r"^([A-Za-z0-9_.\-]{1,64})~([1-9][0-9]?)$")
+
+
+def check_shards(n: object) -> int:
+    """Return ``n`` if it is a usable shard count (1-64), else raise :class:`InvalidName`."""
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_SHARDS:
+        raise InvalidName(f"shards must be an int from 1 to {MAX_SHARDS}, not {n!r}")
+    return n
+
+
+def shard_name(queue: str, index: int) -> str:
+    """The physical queue of shard ``index``: shard 0 is the queue itself, so a queue that
+    gains shards keeps its keys, and ``shards=1`` is exactly an unsharded queue."""
+    return queue if index == 0 else f"{queue}{SHARD_MARK}{index}"
+
+
+def shard_names(queue: str, shards: int) -> list[str]:
+    return [shard_name(queue, i) for i in range(shards)]
+
+
+def shard_for(queue: str, task_id: str, shards: int) -> str:
+    """The shard a task id lives in: a hash of the id, so one id always lands in the same
+    shard (dedup holds) as long as every producer of the queue gives the same count."""
+    if shards <= 1:
+        return queue
+    return shard_name(queue, zlib.crc32(task_id.encode("utf-8", "surrogatepass")) % shards)
+
+
+def split_shard(name: str) -> tuple[str, int]:
+    """``mail~2`` → (``mail``, 2); ``mail`` → (``mail``, 0)."""
+    m = SHARD_NAME.match(name)
+    return (m.group(1), int(m.group(2))) if m else (name, 0)
+
+
+def check_physical(name: str) -> str:
+    """Return ``name`` if it is a queue or one of its shards (``mail~2``), else raise."""
+    m = SHARD_NAME.match(name) if isinstance(name, str) else None
+    if m and int(m.group(2)) < MAX_SHARDS:
+        return name
+    return check_queue(name)
 
 
 class Keys:

@@ -14,11 +14,12 @@ import json
 import re
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ztq.core import timings
+from ztq.core.keys import split_shard
 from ztq.core.record import TaskRecord
 from ztq.core.states import PRIORITIES
 from ztq.core.storage import EnqueueEntry, Storage
@@ -79,10 +80,49 @@ class QueueStats:
     last_error: int | None
     throughput: list[tuple[int, int, int]] = field(default_factory=list)  # (minute, done, failed)
     window: timings.Slot = field(default_factory=lambda: timings.Slot(0))  # runs of the window
+    shards: list[str] = field(default_factory=list)  # a folded queue's shards ([] when none)
 
     @property
     def pending(self) -> int:
         return sum(self.ready.values())
+
+
+def fold(name: str, parts: Sequence[QueueStats]) -> QueueStats:
+    """One queue's stats from its shards' (counts and times added; paused if any is)."""
+    if len(parts) == 1 and parts[0].name == name:
+        return parts[0]
+
+    def pick(values: Iterable[int | None], best: Callable[..., int]) -> int | None:
+        found = [v for v in values if v is not None]
+        return best(found) if found else None
+
+    ready = {p: sum(s.ready.get(p, 0) for s in parts) for p in map(str, PRIORITIES)}
+    chart = [
+        (minute, sum(s.throughput[i][1] for s in parts), sum(s.throughput[i][2] for s in parts))
+        for i, (minute, _, _) in enumerate(parts[0].throughput)
+    ]
+    window = timings.Slot(0)
+    for s in parts:
+        window.add(s.window)
+    return QueueStats(
+        name, ready, sum(s.delayed for s in parts), sum(s.running for s in parts),
+        sum(s.errors for s in parts), any(s.paused for s in parts),
+        pick((s.head_enqueued for s in parts), min), pick((s.first_error for s in parts), min),
+        pick((s.last_error for s in parts), max), chart, window, [s.name for s in parts],
+    )  # fmt: skip
+
+
+def folded_stats(
+    storage: Storage, queues: Sequence[str] | None = None, *, minutes: int = 60, now: float = 0.0
+) -> list[QueueStats]:
+    """:func:`queue_stats` with each sharded queue as one queue, its shards folded in
+    (``queues``: names of queues or of shards, each standing for its queue; default: all)."""
+    known = storage.queues()
+    names = [split_shard(q)[0] for q in (known if queues is None else queues)]
+    groups = {q: storage.shards_of(q, known) for q in dict.fromkeys(names)}
+    stats = queue_stats(storage, [s for g in groups.values() for s in g], minutes=minutes, now=now)
+    by_name = {s.name: s for s in stats}
+    return [fold(q, [by_name[s] for s in shards]) for q, shards in groups.items()]
 
 
 def clamp(limit: int, low: int = 1, high: int = MAX_PAGE) -> int:
@@ -391,8 +431,8 @@ def _when(value: Any) -> float:
 
 
 def find_task(storage: Storage, task_id: str, queue: str | None = None) -> list[TaskRecord]:
-    """Records with this id, in ``queue`` or in every known queue (one round trip)."""
-    queues = [queue] if queue else storage.queues()
+    """Records with this id, in ``queue`` (each of its shards) or in every known queue."""
+    queues = storage.shards_of(queue) if queue else storage.queues()
     recs = fetch_records(storage, [(q, task_id) for q in queues])
     return [r for r in recs if r is not None]
 

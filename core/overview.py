@@ -14,7 +14,7 @@ from typing import Any
 
 from ztq.core import monitor, timings
 from ztq.core.calls import TASK_ID
-from ztq.core.keys import QUEUE_NAME
+from ztq.core.keys import QUEUE_NAME, split_shard
 from ztq.core.record import TaskRecord
 from ztq.core.storage import Storage
 from ztq.core.workers import WorkerInfo, WorkerPage, fleet, list_workers, page_workers
@@ -196,10 +196,14 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def queues(storage: Storage, names: Sequence[str], lost_after: float) -> list[dict[str, Any]]:
-    """Stats of the queues with the threads of live workers serving each (4 round trips; the
-    threads come from the workers' summaries, see :func:`ztq.core.workers.fleet`)."""
-    stats = monitor.queue_stats(storage, names)
+def queues(
+    storage: Storage, names: Sequence[str], lost_after: float, *, fold: bool = True
+) -> list[dict[str, Any]]:
+    """Stats of the queues with the threads of live workers serving each (5 round trips; the
+    threads come from the workers' summaries, see :func:`ztq.core.workers.fleet`). A sharded
+    queue is one row, its shards folded in (``shards``: their names); ``fold=False`` gives
+    a row per name, shards as they are (a shard shows the threads of its queue)."""
+    stats = monitor.folded_stats(storage, names) if fold else monitor.queue_stats(storage, names)
     serving = fleet(storage, lost_after).threads
     now = now_ms()
     out = []
@@ -213,7 +217,7 @@ def queues(storage: Storage, names: Sequence[str], lost_after: float) -> list[di
                 "running": s.running,
                 "errors": s.errors,
                 "paused": s.paused,
-                "threads": serving.get(s.name, 0),
+                "threads": serving.get(split_shard(s.name)[0], 0),
                 "head_age_ms": now - s.head_enqueued if s.head_enqueued else None,
                 "first_error": s.first_error,
                 "last_error": s.last_error,
@@ -221,6 +225,7 @@ def queues(storage: Storage, names: Sequence[str], lost_after: float) -> list[di
                 "done_hour": sum(d for _, d, _ in s.throughput),
                 "failed_hour": sum(f for _, _, f in s.throughput),
                 **timings.summary(s.window),  # wait_ms / run_ms: p50, p95, p99 of the hour
+                "shards": s.shards,
             }
         )
     return out

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 from ztq.core.calls import TaskCall, check_task_name
 from ztq.core.errors import ConfigError, InvalidOption, UnknownTask, UnsupportedTask
 from ztq.core.handle import TaskHandle
-from ztq.core.keys import check_queue
+from ztq.core.keys import check_queue, shard_for
 from ztq.core.states import Priority
 
 if TYPE_CHECKING:
@@ -44,8 +44,10 @@ class TaskFunction(Generic[P, R]):
         batch_size: int | None,
         on_batch: Callable[[], Any] | None,
         result_ttl: float | None = None,
+        shards: int | None = None,
     ) -> None:
         self.fn = fn
+        self.shards = shards
         self.result_ttl = result_ttl
         self.app = app
         self.name = name
@@ -82,7 +84,7 @@ class TaskFunction(Generic[P, R]):
 
         Options: ``queue``, ``connection``, ``priority``, ``delay``, ``eta``, ``first``,
         ``unique``, ``id``, ``callback``, ``on_failure``, ``on_progress``, ``timeout``,
-        ``retries``, ``result_ttl``, ``pass_result`` (as a callback: the parent's result
+        ``retries``, ``result_ttl``, ``shards``, ``pass_result`` (as a callback: the parent's result
         comes first in its arguments), ``replicas`` (wait for that many replicas to confirm
         the enqueue: docs/scaling.md). Unknown names raise ``TypeError``.
         """
@@ -94,6 +96,7 @@ class TaskFunction(Generic[P, R]):
             "timeout": self.timeout,
             "unique": self.unique,
             "result_ttl": self.result_ttl,
+            "shards": self.shards,
         }
         defaults.update(options)
         return TaskCall(self.name, tuple(args), dict(kwargs or {}), app=self.app, **defaults)
@@ -125,9 +128,12 @@ class TaskFunction(Generic[P, R]):
         return await asend(self.prepare(args, kwargs))
 
     def handle(self, task_id: str) -> TaskHandle[R]:
-        """The handle of a task of this function from its id (its queue, connection and
-        app), e.g. in a later request; ``outcome`` is '' (no enqueue made it)."""
-        return TaskHandle(task_id, self.queue, self.connection, "", self.app)
+        """The handle of a task of this function from its id (its queue, or the shard of the
+        queue the id lives in, connection and app), e.g. in a later request; ``outcome`` is
+        '' (no enqueue made it)."""
+        shards = self.shards or self.app.registry.shards(self.queue)
+        queue = shard_for(self.queue, task_id, shards)
+        return TaskHandle(task_id, queue, self.connection, "", self.app)
 
     def delay(self, *args: P.args, **kwargs: P.kwargs) -> TaskHandle[R]:
         """Send one call now with the task's default options."""
@@ -148,6 +154,7 @@ def make_task(
     batch_size: int | None,
     on_batch: Callable[[], Any] | None,
     result_ttl: float | None = None,
+    shards: int | None = None,
 ) -> TaskFunction[Any, Any]:
     """Check a function and its options and wrap it as a task of ``app`` (not registered)."""
     task_name = check_task_name(name or f"{f.__module__}.{f.__qualname__}".replace(".<locals>", ""))
@@ -159,7 +166,7 @@ def make_task(
         raise InvalidOption("on_batch must be callable")
     # validates priority, retries and timeout the same way enqueue does
     probe = TaskCall(task_name, queue=queue, priority=priority, retries=retries, timeout=timeout,
-                     result_ttl=result_ttl)  # fmt: skip
+                     result_ttl=result_ttl, shards=shards)  # fmt: skip
     return TaskFunction(
         f,
         app=app,
@@ -173,6 +180,7 @@ def make_task(
         batch_size=batch_size,
         on_batch=on_batch,
         result_ttl=probe.result_ttl,
+        shards=shards,
     )
 
 
@@ -182,6 +190,7 @@ class Registry:
 
     def __init__(self) -> None:
         self._tasks: dict[str, TaskFunction[Any, Any]] = {}
+        self._shards: dict[str, tuple[int, str]] = {}  # queue -> (shards, task declaring it)
         self._lock = threading.Lock()
 
     def add(self, tf: TaskFunction[Any, Any]) -> None:
@@ -191,11 +200,31 @@ class Registry:
                 raise ConfigError(
                     f"task name {tf.name!r} is taken by {origin(old.fn)}; give name=..."
                 )
+            declared = self._shards.get(tf.queue)
+            if tf.shards is not None and declared and declared[0] != tf.shards:
+                # two counts for one queue would put one id in two shards: dedup would break
+                raise ConfigError(
+                    f"task {tf.name!r} gives queue {tf.queue!r} {tf.shards} shards, but task "
+                    f"{declared[1]!r} gave it {declared[0]}; every task of a queue must agree"
+                )
             self._tasks[tf.name] = tf
+            if tf.shards is not None:
+                self._shards[tf.queue] = (tf.shards, tf.name)
+
+    def shards(self, queue: str) -> int:
+        """The shard count the tasks of ``queue`` declare (1 when none does)."""
+        declared = self._shards.get(queue)
+        return declared[0] if declared else 1
 
     def remove(self, name: str) -> None:
         with self._lock:
-            self._tasks.pop(name, None)
+            tf = self._tasks.pop(name, None)
+            if tf is not None and self._shards.get(tf.queue, (0, ""))[1] == name:
+                del self._shards[tf.queue]
+                for other in self._tasks.values():  # another task may declare it too
+                    if other.queue == tf.queue and other.shards is not None:
+                        self._shards[tf.queue] = (other.shards, other.name)
+                        break
 
     def lookup(self, name: str) -> TaskFunction[Any, Any]:
         """The task called ``name``, or :class:`UnknownTask`."""

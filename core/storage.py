@@ -24,7 +24,7 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ztq.core.errors import ConnectionFailed
-from ztq.core.keys import Keys, check_queue
+from ztq.core.keys import Keys, check_physical, shard_names, split_shard
 from ztq.core.record import TaskRecord
 from ztq.core.scripts import SCRIPTS, Op
 from ztq.core.states import Priority
@@ -263,9 +263,27 @@ class Storage:
                 self.client.sadd(self.keys.queues, queue)
             self._known_queues.add(queue)
 
+    def register_shards(self, queue: str, shards: int) -> None:
+        """Record every shard of a sharded queue at once, so that workers fetch from all of
+        them and the console counts them before a task landed in each."""
+        names = [n for n in shard_names(queue, shards) if n not in self._known_queues]
+        if names:
+            with self.guard():
+                self.client.sadd(self.keys.queues, *names)
+            self._known_queues.update(names)
+
     def queues(self) -> list[str]:
+        """The known queues, each shard of a sharded queue by its own name (``mail~2``)."""
         with self.guard():
             return sorted(self.client.smembers(self.keys.queues))
+
+    def shards_of(self, queue: str, known: Sequence[str] | None = None) -> list[str]:
+        """``queue`` and its known shards (``queue~1``, ...) in shard order; ``known``: the
+        names of :meth:`queues`, when already read."""
+        names = self.queues() if known is None else known
+        found = {split_shard(n)[1]: n for n in names if split_shard(n)[0] == queue}
+        found[0] = queue
+        return [found[i] for i in sorted(found)]
 
     def forget_queue(self, queue: str) -> None:
         with self.guard():
@@ -273,14 +291,17 @@ class Storage:
         self._known_queues.discard(queue)
 
     def pause(self, queue: str) -> None:
-        """Workers stop taking tasks of this queue (running ones finish)."""
-        check_queue(queue)
-        self.call("pause", [self.keys.paused(queue), self.keys.wake(queue)], ["1"])
+        """Workers stop taking tasks of this queue, every shard of it (running ones finish);
+        a shard's name (``mail~2``) pauses that shard alone."""
+        check_physical(queue)
+        for q in self.shards_of(queue):
+            self.call("pause", [self.keys.paused(q), self.keys.wake(q)], ["1"])
 
     def resume(self, queue: str) -> None:
-        """Workers take tasks of this queue again, woken at once."""
-        check_queue(queue)
-        self.call("pause", [self.keys.paused(queue), self.keys.wake(queue)], ["0"])
+        """Workers take tasks of this queue (every shard) again, woken at once."""
+        check_physical(queue)
+        for q in self.shards_of(queue):
+            self.call("pause", [self.keys.paused(q), self.keys.wake(q)], ["0"])
 
     def is_paused(self, queue: str) -> bool:
         with self.guard():
@@ -586,9 +607,10 @@ class Storage:
             for i, raw in zip(ids, raws, strict=True)
         ]
 
-    def locate(self, task_id: str) -> str | None:
-        """The queue holding a record with this id (one round trip over all known queues)."""
-        queues = self.queues()
+    def locate(self, task_id: str, queues: Sequence[str] | None = None) -> str | None:
+        """The queue (or shard) holding a record with this id: one round trip over
+        ``queues``, by default every known queue."""
+        queues = self.queues() if queues is None else list(queues)
         if not queues:
             return None
         with self.guard():

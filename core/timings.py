@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ztq.core.storage import Storage
@@ -132,24 +132,43 @@ def summary(slot: Slot) -> dict[str, dict[str, float | None]]:
     return {"wait_ms": slot.wait.percentiles(), "run_ms": slot.run.percentiles()}
 
 
-def day_slots(storage: Storage, queue: str, hours: int = 24, now: float = 0.0) -> list[Slot]:
-    """Five-minute slots of the last ``hours``, oldest first (one round trip)."""
+def day_slots(
+    storage: Storage, queue: str | Sequence[str], hours: int = 24, now: float = 0.0
+) -> list[Slot]:
+    """Five-minute slots of the last ``hours``, oldest first (one round trip); ``queue``
+    may be the shards of a queue, added up."""
+    shards = [queue] if isinstance(queue, str) else list(queue)
     this = int((now or time.time()) // 300)
     starts = list(range(this - hours * 12 + 1, this + 1))
     with storage.guard():
         pipe = storage.client.pipeline(transaction=False)
         for n in starts:
-            pipe.hgetall(storage.keys.stats5(queue, n))
-        raws = pipe.execute()
-    return [parse(n * 300, raw) for n, raw in zip(starts, raws, strict=True)]
+            for q in shards:
+                pipe.hgetall(storage.keys.stats5(q, n))
+        raws = iter(pipe.execute())
+    out = []
+    for n in starts:
+        slot = Slot(n * 300)
+        for _ in shards:
+            slot.add(parse(n * 300, next(raws)))
+        out.append(slot)
+    return out
 
 
 def totals(storage: Storage, queues: Iterable[str]) -> dict[str, Slot]:
-    """Every queue's runs since it began (for /metrics; one round trip)."""
-    names = list(queues)
+    """Every queue's runs since it began (for /metrics; two round trips), the shards of a
+    sharded queue added up under its name."""
+    known = storage.queues()
+    groups = {q: storage.shards_of(q, known) for q in queues}
     with storage.guard():
         pipe = storage.client.pipeline(transaction=False)
-        for q in names:
-            pipe.hgetall(storage.keys.totals(q))
-        raws = pipe.execute()
-    return {q: parse(0, raw) for q, raw in zip(names, raws, strict=True)}
+        for shards in groups.values():
+            for q in shards:
+                pipe.hgetall(storage.keys.totals(q))
+        raws = iter(pipe.execute())
+    out: dict[str, Slot] = {}
+    for q, shards in groups.items():
+        out[q] = Slot(0)
+        for _ in shards:
+            out[q].add(parse(0, next(raws)))
+    return out

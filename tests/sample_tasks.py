@@ -190,3 +190,12 @@ def chatter(message: str) -> int:
 
     logging.getLogger("tests.child").warning(message)
     return os.getpid()
+
+
+@task(queue="hot", shards=3)
+def spread(n: int, marker: str = "") -> int:
+    """A task of queue ``hot``, spread over three shards; appends ``n`` to ``marker``."""
+    if marker:
+        with open(marker, "a") as fh:
+            fh.write(f"{n}\n")
+    return n

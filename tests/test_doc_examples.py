@@ -39,7 +39,9 @@ def test_worker_md_ini_example_loads_as_described(tmp_path: Path, monkeypatch) -
         ThreadSpec("pdf-0", ("pdf",), "process"),
         ThreadSpec("crawl-0", ("crawl",), "async", 200),
         ThreadSpec("fast", ("urgent", "default")),
+        *(ThreadSpec(f"hot-{i}", ("hot",), shards=3) for i in range(8)),
     )
+    assert cfg.shards == {"hot": 3}
 
 
 def _error(call) -> str:  # type: ignore[no-untyped-def]

@@ -203,8 +203,10 @@ class AsyncExecutor(BaseExecutor):
         assert self.astorage is not None
         ops = self.write_ops()
         n_writes = len(ops)
-        if fetch:
-            ops.append(self.fetch_op(self.queue, min(free, FETCH_MAX)))
+        queues = self.fetch_order() if fetch else []  # the queue, or its shards in turn
+        want = min(free, FETCH_MAX)
+        if queues:
+            ops.append(self.fetch_op(queues[0], want))
         if not ops:
             return []
         try:
@@ -213,7 +215,15 @@ class AsyncExecutor(BaseExecutor):
             self.unsent()
             raise
         self.written(replies[:n_writes])
-        return self.take(self.queue, replies[-1]) if fetch else []
+        if not queues:
+            return []
+        leased = self.take(queues[0], replies[-1])
+        for queue in queues[1:]:
+            if leased:
+                break
+            [reply] = await self.astorage.execute([self.fetch_op(queue, want)])
+            leased = self.take(queue, reply)
+        return leased
 
     async def _wait(self, *, fetch: bool, timeout: float | None) -> None:
         """Until a run ends (or is interrupted, or the pool resized), or, when ``fetch``, a
@@ -226,7 +236,7 @@ class AsyncExecutor(BaseExecutor):
         if fetch:
             if self._waker is None or self._waker.done():
                 self._waker = asyncio.ensure_future(
-                    self.astorage.wait(self.spec.queues, self.cfg.idle_wait)
+                    self.astorage.wait(self.wait_queues(), self.cfg.idle_wait)
                 )
             waits.add(self._waker)
         changed = asyncio.ensure_future(self._changed.wait())

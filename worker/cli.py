@@ -13,16 +13,21 @@ from typing import Any
 import ztq.core as ztq
 from ztq.core import settings
 from ztq.core.app import connection_flags, default_app, load_app
-from ztq.core.errors import ZtqError
+from ztq.core.errors import ConfigError, ZtqError
 from ztq.worker import logs
 from ztq.worker.config import ThreadSpec, load_config, parse_queue_entry
 
 
 def _queue_flag(value: str, default_pool: str = "thread") -> list[ThreadSpec]:
-    """``mail`` / ``mail:2`` / ``pdf:1:process`` / ``crawl:200:async``."""
-    name, _, rest = value.partition(":")
-    count, _, pool = rest.partition(":")
-    return parse_queue_entry(name, f"{count or 1} {pool or default_pool}", "--queue: ")
+    """``mail`` / ``mail:2`` / ``pdf:1:process`` / ``crawl:200:async`` / ``hot:8:shards=3``."""
+    name, *parts = value.split(":")
+    shards = [p for p in parts if p.startswith("shards=")]
+    rest = [p for p in parts if p not in shards]
+    if len(rest) > 2:
+        raise ConfigError(f"--queue {value!r}: the form is NAME[:N[:POOL]][:shards=S]")
+    count, pool = (rest + ["", ""])[:2]
+    words = " ".join([count or "1", pool or default_pool, *shards])
+    return parse_queue_entry(name, words, "--queue: ")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--queue",
         action="append",
         default=[],
-        help="NAME[:N[:thread|process|async]], repeatable (async: N tasks on one event loop)",
+        help="NAME[:N[:thread|process|async]][:shards=S], repeatable (async: N tasks on one "
+        "event loop; shards: the queue's shard count, docs/scaling.md)",
     )
     w.add_argument(
         "--import",

@@ -18,6 +18,7 @@ ini > default. The ini may be the console's ``app.ini``: the worker then reads
     pdf = 1 process               ; one killable process slot
     crawl = 200 async             ; one event loop running up to 200 async def tasks
     fast = urgent, default        ; one thread named "fast" watching urgent, then default
+    hot = 8 shards=3              ; eight threads over the three shards of queue "hot"
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from dataclasses import dataclass, fields, replace
 from ztq.core import settings
 from ztq.core.app import connection_flags, load_app
 from ztq.core.errors import ConfigError, InvalidName
-from ztq.core.keys import check_queue
+from ztq.core.keys import MAX_SHARDS, check_queue, check_shards
 from ztq.core.settings import NAME
 
 
@@ -42,6 +43,7 @@ class ThreadSpec:
     queues: tuple[str, ...]
     pool: str = "thread"  # "process": a killable child process slot; "async": an event loop
     concurrency: int = 1  # tasks in flight at once (an async pool's coroutines)
+    shards: int = 1  # the queue's shard count, when the entry gives one (docs/scaling.md)
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,15 @@ class WorkerConfig:
                     seen.append(q)
         return seen
 
+    @property
+    def shards(self) -> dict[str, int]:
+        """The shard counts the ``[queues]`` entries give (``hot = 8 shards=3``)."""
+        out: dict[str, int] = {}
+        for spec in self.threads:
+            if spec.shards > 1:
+                out[spec.queues[0]] = max(spec.shards, out.get(spec.queues[0], 1))
+        return out
+
     def with_changes(self, **changes: object) -> WorkerConfig:
         return replace(self, **changes)  # type: ignore[arg-type]
 
@@ -94,9 +105,19 @@ MAX_ASYNC = 10_000  # coroutines of one async pool
 
 def parse_queue_entry(key: str, value: str, where: str = "") -> list[ThreadSpec]:
     """``default = 2`` / ``pdf = 1 process`` / ``crawl = 200 async`` / ``fast = urgent,
-    default`` → executor specs. ``N async`` is one thread running up to N ``async def``
-    tasks at once on its event loop."""
+    default`` / ``hot = 8 shards=3`` → executor specs. ``N async`` is one thread running up
+    to N ``async def`` tasks at once on its event loop; ``shards=N`` says the queue is
+    spread over N shards (each of its threads fetches from all of them in turn)."""
     words = value.replace(",", " ").split()
+    shards = 1
+    for word in [w for w in words if w.startswith("shards=")]:
+        words.remove(word)
+        try:
+            shards = check_shards(int(word[len("shards=") :]))
+        except (ValueError, InvalidName):
+            raise ConfigError(
+                f"{where}queue entry {key!r}: {word!r} is not a shard count (1-{MAX_SHARDS})"
+            ) from None
     pool = "thread"
     if words and words[-1] in POOLS:
         pool = words.pop()
@@ -111,12 +132,17 @@ def parse_queue_entry(key: str, value: str, where: str = "") -> list[ThreadSpec]
                     raise ConfigError(
                         f"{where}async tasks for {key!r} must be 0-{MAX_ASYNC}, not {count}"
                     )
-                return [ThreadSpec(f"{key}-0", (key,), pool, count)] if count else []
+                return [ThreadSpec(f"{key}-0", (key,), pool, count, shards)] if count else []
             if count > MAX_THREADS:
                 raise ConfigError(
                     f"{where}thread count for {key!r} must be 0-{MAX_THREADS}, not {count}"
                 )
-            return [ThreadSpec(f"{key}-{i}", (key,), pool) for i in range(count)]
+            return [ThreadSpec(f"{key}-{i}", (key,), pool, 1, shards) for i in range(count)]
+        if shards > 1:
+            raise ConfigError(
+                f"{where}shards=N goes with a thread count ('{words[0]} = 4 shards={shards}'), "
+                f"not with a list of queues ({key!r} = {value!r})"
+            )
         for q in words:
             check_queue(q)
         if not NAME.match(key):

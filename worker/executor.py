@@ -71,6 +71,7 @@ class BaseExecutor(threading.Thread, abc.ABC):
         self.sending = Batch()  # what is on its way to Redis
         self.done_count = 0
         self.failed_count = 0
+        self.turn = 0  # which shard of a sharded queue is asked first (rotates every fetch)
 
     @property
     def capacity(self) -> int:
@@ -147,6 +148,16 @@ class BaseExecutor(threading.Thread, abc.ABC):
     def settling(self, key: tuple[str, str]) -> bool:
         """The run of ``key`` (queue, id) ended here and its ack or failure is not written yet."""
         return key in self.pending.settled or key in self.sending.settled
+
+    def fetch_order(self) -> list[str]:
+        """The queues (their shards, for a sharded queue) to ask in turn for the next batch:
+        the spec's order between queues, a rotating start within each queue's shards."""
+        self.turn += 1
+        return self.worker.physical(self.spec.queues, self.turn)
+
+    def wait_queues(self) -> list[str]:
+        """Every shard of every queue watched, in a fixed order (one watcher set on Cluster)."""
+        return self.worker.physical(self.spec.queues)
 
     def fetch_op(self, queue: str, limit: int) -> Op:
         lease_ms = int(self.cfg.lease * 1000)
@@ -291,7 +302,7 @@ class Executor(BaseExecutor):
         """Send pending acks and failures, and fetch the next batch, in one round trip."""
         ops = self.write_ops()
         n_writes = len(ops)
-        queues = list(self.spec.queues) if fetch else []
+        queues = self.fetch_order() if fetch else []
         if queues:
             ops.append(self.fetch_op(queues[0], self.batch))
         if not ops:
@@ -313,7 +324,7 @@ class Executor(BaseExecutor):
 
     def wait_for_work(self) -> None:
         """Block on the wake lists until a task is ready (or ``idle_wait`` passes)."""
-        self.storage.wait(self.spec.queues, self.cfg.idle_wait)
+        self.storage.wait(self.wait_queues(), self.cfg.idle_wait)
 
     def give_back(self, leases: list[Leased]) -> None:
         by_queue: dict[str, list[tuple[str, int]]] = {}

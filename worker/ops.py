@@ -135,7 +135,7 @@ def cmd_workers(args: argparse.Namespace, connect: Connect) -> int:
 
 
 def _error_rows(storage: Storage, args: argparse.Namespace, limit: int) -> list[monitor.Row]:
-    queues = [check_queue(args.queue)] if args.queue else storage.queues()
+    queues = storage.shards_of(check_queue(args.queue)) if args.queue else storage.queues()
     match = task_matcher(args.task or "", args.grep or "")
     page = monitor.score_page(storage, "errors", queues, None, limit, match=match,
                               budget=max(limit, SCAN_BUDGET))  # fmt: skip
@@ -250,8 +250,9 @@ def cmd_queue(args: argparse.Namespace, connect: Connect) -> int:
 
 
 def purge(storage: Storage, queue: str, what: str, yes: bool) -> int:
-    """Delete every task of one list of a queue (bounded: what is there when it starts)."""
-    stats = monitor.queue_stats(storage, [queue], minutes=0)[0]
+    """Delete every task of one list of a queue, every shard of it (bounded: what is there
+    when it starts)."""
+    [stats] = monitor.folded_stats(storage, [queue], minutes=0)
     present = {"ready": stats.pending, "delayed": stats.delayed, "errors": stats.errors}[what]
     if not present:
         print(f"0 task(s) deleted from {queue} {what}: it is empty")
@@ -259,13 +260,15 @@ def purge(storage: Storage, queue: str, what: str, yes: bool) -> int:
     terminal.confirm(f"Delete the {present} {what} task(s) of {queue}?", yes)
     total = taken_all = 0
     with terminal.progress(f"purge {queue} {what}", present) as advance:
-        while taken_all < present:
-            deleted, taken = storage.remove(queue, purge=what, limit=min(1000, present - taken_all))
-            if not taken:
-                break
-            total += deleted
-            taken_all += taken
-            advance(taken)
+        for shard in stats.shards or [queue]:
+            while taken_all < present:
+                limit = min(1000, present - taken_all)
+                deleted, taken = storage.remove(shard, purge=what, limit=limit)
+                if not taken:
+                    break
+                total += deleted
+                taken_all += taken
+                advance(taken)
     _audit(storage, f"purge {what}", queue=queue, count=total)
     print(f"{total} task(s) deleted from {queue} {what}")
     return 0
@@ -284,15 +287,16 @@ def _bulk(storage: Storage, job: bulk.BulkJob, queues: Sequence[str]) -> int:
 def cmd_redo(args: argparse.Namespace, connect: Connect) -> int:
     storage = connect(args)
     queue = check_queue(args.queue)
+    shards = storage.shards_of(queue)
     if args.ids:
-        total = storage.requeue(queue, "error", args.ids)
+        total = sum(storage.requeue(q, "error", args.ids) for q in shards)
         _audit(storage, "redo", queue=queue, ids=args.ids, count=total)
         print(f"{total} task(s) back in {queue}")
         return 0
     if not (args.all or args.task or args.grep):
         raise ZtqError("name task ids, or --all (with --task / --grep to pick some errors)")
     job = bulk.BulkJob("redo", "errors", queue, args.task or "", args.grep or "")
-    done = _bulk(storage, job, [queue])
+    done = _bulk(storage, job, shards)
     _audit(storage, "bulk redo", queue=queue, count=done, detail=job.describe())
     print(f"{done} of {job.total} error(s) back in {queue}")
     return 0
@@ -301,19 +305,20 @@ def cmd_redo(args: argparse.Namespace, connect: Connect) -> int:
 def cmd_delete(args: argparse.Namespace, connect: Connect) -> int:
     storage = connect(args)
     queue = check_queue(args.queue)
+    shards = storage.shards_of(queue)
     if args.ids:
         terminal.confirm(f"Delete {len(args.ids)} task(s) of {queue}?", args.yes)
-        deleted, _ = storage.remove(queue, args.ids)
+        deleted = sum(storage.remove(q, args.ids)[0] for q in shards)
         _audit(storage, "delete", queue=queue, ids=args.ids, count=deleted)
         print(f"{deleted} task(s) deleted from {queue}")
         return 0
     if not (args.errors and (args.all or args.task or args.grep)):
         raise ZtqError("name task ids, or --errors with --all, --task or --grep")
     job = bulk.BulkJob("delete", "errors", queue, args.task or "", args.grep or "")
-    present = monitor.queue_stats(storage, [queue], minutes=0)[0].errors
+    present = monitor.folded_stats(storage, [queue], minutes=0)[0].errors
     which = "matching " if job.filtered else ""
     terminal.confirm(f"Delete the {which}errors of {queue} ({present} to look at)?", args.yes)
-    done = _bulk(storage, job, [queue])
+    done = _bulk(storage, job, shards)
     _audit(storage, "bulk delete", queue=queue, count=done, detail=job.describe())
     print(f"{done} error(s) deleted from {queue}")
     return 0

@@ -42,7 +42,7 @@ class Scheduler(threading.Thread):
     def step(self) -> float:
         """Promote what is due, reap expired leases, then wait until the next instant that
         matters (due time or lease deadline); returns the wait."""
-        queues = self.worker.served_queues()
+        queues = self.worker.physical(self.worker.served_queues())  # every shard of each
         waits = [self.worker.storage.promote(q).wait for q in queues]
         waits += [self.worker.reap(q).wait for q in queues]
         due = [w for w in waits if w is not None]

@@ -13,6 +13,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from ztq.core.app import App, check_shared_names, default_app, import_module, load_app
@@ -74,6 +75,9 @@ class Worker:
         self._drain_setup = False
         self.health = Health(self.storage, cfg.heartbeat, cfg.lost_after)
         self.health_server: HealthServer | None = None
+        # queue -> its shards (just the queue when it has none), from the config, the app's
+        # tasks and the shards producers registered (refreshed every heartbeat)
+        self.shards: dict[str, tuple[str, ...]] = {}
 
     # -- setup -------------------------------------------------------------------------------
     def setup(self) -> None:
@@ -82,14 +86,43 @@ class Worker:
         self.check_pools()
         self.cron = CronTable(self.app.cron_entries())
         self.publish_cron()
-        for queue in self.cfg.queues:
-            self.storage.register_queue(queue)
+        self.register_queues(self.cfg.queues)
         previous = get_worker(self.storage, self.id)
         kind = "reboot" if previous is not None else "start"
         log_event(
             self.storage, kind, self.id, f"pid {os.getpid()} serving {', '.join(self.cfg.queues)}"
         )
         self.heartbeat()
+
+    def register_queues(self, queues: list[str]) -> None:
+        """Record the queues served here, with every shard the config or the tasks give."""
+        for queue in queues:
+            self.shards.setdefault(queue, (queue,))
+            n = max(self.cfg.shards.get(queue, 1), self.app.registry.shards(queue))
+            if n > 1:
+                self.storage.register_shards(queue, n)
+            else:
+                self.storage.register_queue(queue)
+        self.refresh_shards()
+
+    def refresh_shards(self, known: list[str] | None = None) -> None:
+        """Learn the shards of the queues served here (``known``: the names of
+        ``storage.queues()``, when already read): a producer with more shards than the
+        config gives registered them, and they must not wait unserved."""
+        known = self.storage.queues() if known is None else known
+        queues = {q for ex in list(self.executors) for q in ex.spec.queues}
+        queues |= set(self.cfg.queues) | set(self.shards)
+        self.shards = {q: tuple(self.storage.shards_of(q, known)) for q in sorted(queues)}
+
+    def physical(self, queues: Sequence[str], turn: int = 0) -> list[str]:
+        """The shards to fetch ``queues`` from, queue by queue in the order given; ``turn``
+        rotates which shard of each queue is asked first, so every shard gets its turn."""
+        out: list[str] = []
+        for queue in queues:
+            shards = self.shards.get(queue) or (queue,)
+            k = turn % len(shards)
+            out += shards[k:] + shards[:k]
+        return out
 
     def check_pools(self) -> None:
         """Warn of registered tasks that a pool serving their queue here cannot run: an
@@ -133,7 +166,9 @@ class Worker:
         now = time.time() if now is None else now
         self.renew_leases()
         self.heartbeat()
-        for queue in self.storage.queues():
+        known = self.storage.queues()
+        self.refresh_shards(known)
+        for queue in known:
             self.reap(queue)
             self.storage.promote(queue)
         if self.cron is not None and self.cron.entries and self.cron.due_now(now):
@@ -208,7 +243,7 @@ class Worker:
         """Burst mode: nothing ready or delayed in this worker's queues, nothing running here."""
         if any(ex.busy() for ex in self.executors):
             return False
-        return all(self.storage.pending_count(q) == 0 for q in self.cfg.queues)
+        return all(self.storage.pending_count(q) == 0 for q in self.physical(self.cfg.queues))
 
     # -- tests -------------------------------------------------------------------------------
     def drain(
@@ -227,14 +262,13 @@ class Worker:
         if not self._drain_setup:
             import_modules(self.cfg.imports)
             self._drain_setup = True
-        for queue in names:
-            self.storage.register_queue(queue)
+        self.register_queues(names)
         ex = Executor(self, ThreadSpec("drain", tuple(names), "inline"))  # plain and async
         ran = 0
         while ran < max_tasks:
             leased = ex.flush()  # the last batch's acks and failures, then the next fetch
             if not leased:
-                if not any(self._wake_delayed(q, run_delayed) for q in names):
+                if not any(self._wake_delayed(q, run_delayed) for q in self.physical(names)):
                     break
                 continue
             for lease in leased:
@@ -303,7 +337,7 @@ class Worker:
                 i += 1
             taken.add(f"{queue}-{i}")
             self.add_executor(ThreadSpec(f"{queue}-{i}", (queue,), pool))
-        self.storage.register_queue(queue)
+        self.register_queues([queue])
         log_event(self.storage, "config", self.id, f"threads for {queue}: {len(mine)} -> {threads}")
 
     def _resize_async(self, queue: str, mine: list[BaseExecutor], tasks: int) -> None:
@@ -320,7 +354,7 @@ class Worker:
                 f"{queue}-{i}" for i in range(len(taken) + 1) if f"{queue}-{i}" not in taken
             )
             self.add_executor(ThreadSpec(name, (queue,), "async", tasks))
-        self.storage.register_queue(queue)
+        self.register_queues([queue])
         log_event(self.storage, "config", self.id, f"async tasks for {queue}: {before} -> {tasks}")
 
     def kill(self, thread: str, task_id: str) -> bool:

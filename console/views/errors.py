@@ -14,6 +14,7 @@ from ztq.console.web import (
     flash,
     int_param,
     known_queues,
+    logical_queues,
     page_size,
     queue_filter,
     safe_next,
@@ -37,7 +38,7 @@ def errors_page(request: Any) -> dict[str, Any]:
     page = monitor.score_page(
         request.storage, "errors", queues, cursor, page_size(request), match=match, budget=1000
     )
-    return {"filters": filters, "queues": known_queues(request), "page": page, "cursor": cursor}
+    return {"filters": filters, "queues": logical_queues(request), "page": page, "cursor": cursor}
 
 
 @view_config(route_name="error_groups", request_method="GET", renderer="error_groups.jinja2")
@@ -49,7 +50,7 @@ def error_groups_page(request: Any) -> dict[str, Any]:
     )
     return {
         "filters": filters,
-        "queues": known_queues(request),
+        "queues": logical_queues(request),
         "groups": group_errors(page.rows),
         "window": window,
         "scanned": page.scanned,
@@ -70,7 +71,7 @@ def bulk_step(request: Any) -> Any:
         if job.queue not in queues:
             flash(request, request.t("No queue named {name}.", name=job.queue), "error")
             return back(request, default)
-        queues = [job.queue]
+        queues = request.storage.shards_of(job.queue, queues)  # a sharded queue: all its shards
     storage, cfg = request.storage, request.registry.ztq_settings
     if not job.started:
         bulk.start(storage, job, queues)

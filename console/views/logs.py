@@ -12,7 +12,7 @@ from ztq.console.web import (
     back,
     choice_param,
     flash,
-    known_queues,
+    logical_queues,
     page_size,
     queue_filter,
     text_param,
@@ -46,7 +46,8 @@ def history_page(request: Any) -> dict[str, Any]:
     page = streams.stream_page(
         request.storage, "history", queues, _cursor(request), page_size(request), match=match
     )
-    return {"filters": filters, "queues": known_queues(request), "page": page, "statuses": STATUSES}
+    menu = logical_queues(request)
+    return {"filters": filters, "queues": menu, "page": page, "statuses": STATUSES}
 
 
 @view_config(route_name="events", request_method="GET", renderer="events.jinja2")
@@ -81,7 +82,7 @@ def running_page(request: Any) -> dict[str, Any]:
         w["id"]: w
         for w in models.workers(request.storage, request.registry.ztq_settings.lost_after)
     }
-    return {"rows": rows, "workers": workers, "queue": queue, "queues": known_queues(request)}
+    return {"rows": rows, "workers": workers, "queue": queue, "queues": logical_queues(request)}
 
 
 @view_config(route_name="scheduled", request_method="GET", renderer="scheduled.jinja2")
@@ -100,7 +101,7 @@ def scheduled_page(request: Any) -> dict[str, Any]:
         "page": page,
         "cron": monitor.cron_table(request.storage),
         "filters": {"queue": queue, "task": task},
-        "queues": known_queues(request),
+        "queues": logical_queues(request),
     }
 
 

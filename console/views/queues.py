@@ -20,13 +20,17 @@ from ztq.console.web import (
 )
 from ztq.core import monitor, timings
 from ztq.core import overview as overview_
+from ztq.core.keys import split_shard
 
 
-def overview(request: Any, queues: list[str] | None = None) -> list[dict[str, Any]]:
-    """Stats of the queues with the threads serving each (shared with the JSON API)."""
+def overview(
+    request: Any, queues: list[str] | None = None, *, fold: bool = True
+) -> list[dict[str, Any]]:
+    """Stats of the queues with the threads serving each (shared with the JSON API); a
+    sharded queue is one row unless ``fold`` is False."""
     names = queues if queues is not None else known_queues(request)
     lost_after = request.registry.ztq_settings.lost_after
-    return overview_.queues(request.storage, names, lost_after)
+    return overview_.queues(request.storage, names, lost_after, fold=fold)
 
 
 def _queue_or_404(request: Any) -> str:
@@ -57,13 +61,17 @@ def queues_page(request: Any) -> dict[str, Any]:
 @view_config(route_name="queue", request_method="GET", renderer="queue.jinja2")
 def queue_page(request: Any) -> dict[str, Any]:
     name = _queue_or_404(request)
-    [q] = overview(request, [name])
+    is_shard = split_shard(name)[1] > 0
+    [q] = overview(request, [name], fold=not is_shard)
+    # a sharded queue lists its shards, each with its own page of pending tasks
+    shards = overview(request, q["shards"], fold=False) if q["shards"] else []
     limit = page_size(request)
     start = int_param(request, "start", 0, 0, 10**12)
-    page = monitor.pending_page(request.storage, name, start, limit)
-    day = timings.day_slots(request.storage, name)
+    page = None if shards else monitor.pending_page(request.storage, name, start, limit)
+    day = timings.day_slots(request.storage, q["shards"] or name)
     times = {which: timechart(day, which) for which in ("wait", "run")}
-    return {"q": q, "page": page, "start": start, "limit": limit, "times": times}
+    return {"q": q, "shards": shards, "shard_of": split_shard(name)[0] if is_shard else "",
+            "page": page, "start": start, "limit": limit, "times": times}  # fmt: skip
 
 
 @view_config(route_name="queue_state", request_method="POST", permission=OPERATE)
