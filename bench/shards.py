@@ -1,9 +1,10 @@
-"""One busy queue on a local three-master Redis Cluster: ``shards=1`` against ``shards=3``.
+"""One busy queue on a local three-master Redis Cluster: ``shards=1`` against more shards.
 
     python -m bench.shards [--tasks 40000] [--workers 3] [--threads 2] [--reps 3]
+                           [--shards 1,3,12]
 
 Builds a Cluster of three redis-server masters (``tests/redis_cluster.py``, every process
-killed by PID at the end). Each repetition, for shards=1 and shards=3 in turn (interleaved,
+killed by PID at the end). Each repetition, for each shard count in turn (interleaved,
 so that a slower machine phase hurts both): empty the Cluster, enqueue ``--tasks`` no-op
 tasks of queue ``hot`` (in transactions: 500 tasks per script call), start ``--workers``
 worker processes (``ztq worker --queue hot:THREADS:shards=N``), and time from their start
@@ -11,7 +12,10 @@ until every task is done. Meanwhile each master's ``used_cpu_sys + used_cpu_user
 the CPU seconds each master spent on the drain, and its share of the drain's wall time.
 
 What it shows: with one shard every task's keys are in one slot, so one master does all
-the work and the others idle; with three shards each master takes about a third. Whether
+the work and the others idle. A shard's slot is fixed by its name (``hot~2``), so a few
+shards may share a master (3 shards on 3 masters: 2 of them here); a count several times
+the number of masters spreads the load evenly, and ``redis-cli --cluster reshard`` can move
+a shard's slot where it is wanted. Whether
 the drain gets faster depends on what is saturated first: on a machine with fewer cores
 than masters plus workers, the Python workers are, and the gain is in Redis CPU per master
 (the headroom before one master becomes the ceiling), not in tasks per second.
@@ -121,16 +125,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=3, help="worker processes")
     parser.add_argument("--threads", type=int, default=2, help="threads per worker process")
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--shards", default="1,3,12", help="shard counts to compare")
     args = parser.parse_args(argv)
+    counts = [int(n) for n in args.shards.split(",")]
     sys.path.insert(0, str(ROOT))
     from tests.redis_cluster import LocalCluster
 
     cluster = LocalCluster(3).start()
     ports = [n.port for n in cluster.nodes[:3]]
-    runs: dict[int, list[Run]] = {1: [], 3: []}
+    runs: dict[int, list[Run]] = {n: [] for n in counts}
     try:
         for rep in range(args.reps):
-            for shards in (1, 3) if rep % 2 == 0 else (3, 1):
+            for shards in counts if rep % 2 == 0 else counts[::-1]:
                 cluster.flush()
                 fill(cluster.url, shards, args.tasks)
                 run = drain(cluster.url, shards, args.tasks, args.workers, args.threads, ports)
@@ -159,7 +165,10 @@ def print_report(runs: dict[int, list[Run]], args: Any) -> None:
         cells = " / ".join(f"{s:.0%}" for s in shares)
         print(f"| {shards} | {rates[shards]:,.0f} | {max(shares):.0%} | {cells} |")
     print()
-    print(f"shards=3 / shards=1 drain: {rates[3] / rates[1]:.2f}x")
+    base = min(rates)
+    for shards in rates:
+        if shards != base:
+            print(f"shards={shards} / shards={base} drain: {rates[shards] / rates[base]:.2f}x")
 
 
 if __name__ == "__main__":
