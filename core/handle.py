@@ -165,8 +165,8 @@ def ping(
     if isinstance(task, TaskHandle):
         return task.state.value
     storage = app_or_default(app).connections.get(connection)
-    queue = storage.locate(task, storage.shards_of(queue) if queue else None)
-    if queue is None:
-        return TaskState.NONE.value
-    rec = storage.record(queue, task)
+    rec = storage.record(queue, task) if queue else None  # one round trip when it is there
+    if rec is None:  # elsewhere: in another shard of ``queue``, or in any queue
+        queue = storage.locate(task, storage.shards_of(queue) if queue else None)
+        rec = storage.record(queue, task) if queue else None
     return TaskState.NONE.value if rec is None else rec.state.value
