@@ -27,6 +27,9 @@ ENGLISH_ONE: dict[str, str] = {
     "{n} queues": "{n} queue",
     "{n} threads": "{n} thread",
     "{n} workers": "{n} worker",
+    "{name}: at most {n} tasks at once, on all workers.": (
+        "{name}: one task at a time, on all workers (serial)."
+    ),
     "{n} were in another state and left alone.": "{n} was in another state and left alone.",
     "{verb} {n} tasks.": "{verb} {n} task.",
     "{action}: {done} of {count} tasks.": "{action}: {done} of {count} task.",

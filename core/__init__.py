@@ -3,6 +3,7 @@
 from ztq.core.app import (
     App,
     add_cron,
+    configure_queue,
     cron_entries,
     default_app,
     load_app,
@@ -64,6 +65,7 @@ __all__ = [
     "UnsupportedTask",
     "ZtqError",
     "add_cron",
+    "configure_queue",
     "connect",
     "cron_entries",
     "default_app",

@@ -222,6 +222,15 @@ class App:
     def cron_entries(self) -> list[CronEntry]:
         return self.cron.entries()
 
+    # -- queues ------------------------------------------------------------------------------
+    def configure_queue(
+        self, queue: str, *, max_running: int | None, connection: str = "default"
+    ) -> None:
+        """Queue-wide settings, kept in Redis and enforced by the scripts for every worker:
+        ``max_running=1`` makes a queue serial (a single-writer index is never written by
+        two runs at once, however many workers serve it); None lifts the limit."""
+        self.connections.get(connection).configure(queue, max_running=max_running)
+
     # -- enqueue side ------------------------------------------------------------------------
     def ping(
         self, task: TaskHandle | str, queue: str | None = None, *, connection: str = "default"
@@ -297,6 +306,11 @@ else:
     def task(fn=None, /, **options):
         """``@task`` on the default app: see :meth:`App.task`."""
         return default_app().task(fn, **options)
+
+
+def configure_queue(queue: str, *, max_running: int | None, connection: str = "default") -> None:
+    """:meth:`App.configure_queue` of the default app."""
+    default_app().configure_queue(queue, max_running=max_running, connection=connection)
 
 
 def lookup(name: str) -> TaskFunction[Any, Any]:

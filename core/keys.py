@@ -139,6 +139,11 @@ class Keys:
     def paused(self, queue: str) -> str:
         return self._q(queue, "paused")
 
+    def config(self, queue: str) -> str:
+        """Queue-wide settings the scripts enforce (``max_running``), set by
+        ``configure_queue``."""
+        return self._q(queue, "config")
+
     def cronlast(self, queue: str) -> str:
         return self._q(queue, "cronlast")
 

@@ -31,6 +31,7 @@ NAMES = (
     "command",
     "release",
     "pause",
+    "configure",
     "login",
     "session",
     "token",

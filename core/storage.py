@@ -23,7 +23,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from ztq.core.errors import ConnectionFailed
+from ztq.core.errors import ConnectionFailed, InvalidOption
 from ztq.core.keys import Keys, check_physical, shard_names, split_shard
 from ztq.core.record import TaskRecord
 from ztq.core.scripts import SCRIPTS, Op
@@ -153,6 +153,7 @@ class Storage:
                     k.paused(queue),
                     k.wake(queue),
                     k.fence(queue),
+                    k.config(queue),
                 ]
             self._key_lists[(script, queue)] = keys
         return keys
@@ -303,6 +304,30 @@ class Storage:
         for q in self.shards_of(queue):
             self.call("pause", [self.keys.paused(q), self.keys.wake(q)], ["0"])
 
+    def configure(self, queue: str, *, max_running: int | None) -> None:
+        """Set (or with None clear) the queue's limit on tasks running at once across every
+        worker, enforced by the fetch script. A sharded queue has no queue-wide count in one
+        slot, so it is refused there."""
+        check_physical(queue)
+        if max_running is not None and (
+            isinstance(max_running, bool) or not isinstance(max_running, int) or max_running < 1
+        ):
+            raise InvalidOption(f"max_running must be an int >= 1 or None, not {max_running!r}")
+        if len(self.shards_of(queue)) > 1:
+            raise InvalidOption(
+                f"queue {queue} is sharded: max_running is counted in one slot, so a "
+                "sharded queue cannot have one (see docs/scaling.md)"
+            )
+        k = self.keys
+        keys = [k.config(queue), k.wake(queue), *k.ready_all(queue)]
+        self.call("configure", keys, ["max_running", "" if max_running is None else max_running])
+
+    def queue_config(self, queue: str) -> dict[str, int]:
+        """The queue-wide settings in force (``{"max_running": 1}``; {} when none)."""
+        with self.guard():
+            raw = self.client.hgetall(self.keys.config(queue))
+        return {str(k): int(v) for k, v in raw.items()}
+
     def is_paused(self, queue: str) -> bool:
         with self.guard():
             return bool(self.client.exists(self.keys.paused(queue)))
@@ -367,6 +392,7 @@ class Storage:
             k.schedule(queue),
             k.stats5(queue, int(at // 300)),
             k.totals(queue),
+            k.config(queue),
         ]
 
     def ack_op(
@@ -469,6 +495,7 @@ class Storage:
             k.errors(queue),
             *k.ready_all(queue),
             k.wake(queue),
+            k.config(queue),
         ]
         flat, nxt, now = self.call("reap", keys, [int(max_lost), int(limit)])
         items = [(str(flat[i]), str(flat[i + 1]), str(flat[i + 2])) for i in range(0, len(flat), 3)]
@@ -540,9 +567,16 @@ class Storage:
         return int(self.call("requeue", keys, [state, mode, max(oldest, 1), *ids]))
 
     def remove(
-        self, queue: str, ids: Sequence[str] = (), *, purge: str = "", limit: int = 1000
+        self,
+        queue: str,
+        ids: Sequence[str] = (),
+        *,
+        purge: str = "",
+        limit: int = 1000,
+        cancel: bool = False,
     ) -> tuple[int, int]:
-        """Delete tasks by id, or purge a batch of 'ready', 'delayed' or 'errors'.
+        """Delete tasks by id (with ``cancel``: only those still queued or delayed), or purge
+        a batch of 'ready', 'delayed' or 'errors'.
 
         Returns (records deleted, entries taken); a purge loops until taken is 0.
         """
@@ -561,7 +595,7 @@ class Storage:
         else:
             if not ids:
                 return 0, 0
-            args = ["ids", 0, *ids]
+            args = ["cancel" if cancel else "ids", 0, *ids]
         deleted, taken = self.call("remove", keys, args)
         return int(deleted), int(taken)
 

@@ -199,3 +199,15 @@ def spread(n: int, marker: str = "") -> int:
         with open(marker, "a") as fh:
             fh.write(f"{n}\n")
     return n
+
+
+@task(queue="xapian")
+def serial_write(path: str, n: int, seconds: float = 0.05) -> int:
+    """Writes ``start <time> <pid> <n>`` and ``end ...`` lines around a short run: a test
+    measures how many runs of the queue overlapped, across processes."""
+    with open(path, "a") as fh:
+        fh.write(f"start {time.time():.6f} {os.getpid()} {n}\n")
+    time.sleep(seconds)
+    with open(path, "a") as fh:
+        fh.write(f"end {time.time():.6f} {os.getpid()} {n}\n")
+    return n

@@ -40,6 +40,7 @@ def test_worker_md_ini_example_loads_as_described(tmp_path: Path, monkeypatch) -
         ThreadSpec("crawl-0", ("crawl",), "async", 200),
         ThreadSpec("fast", ("urgent", "default")),
         *(ThreadSpec(f"hot-{i}", ("hot",), shards=3) for i in range(8)),
+        ThreadSpec("mixed", ("mail", "reports"), fair=True),
     )
     assert cfg.shards == {"hot": 3}
 

@@ -18,6 +18,7 @@ ini > default. The ini may be the console's ``app.ini``: the worker then reads
     pdf = 1 process               ; one killable process slot
     crawl = 200 async             ; one event loop running up to 200 async def tasks
     fast = urgent, default        ; one thread named "fast" watching urgent, then default
+    mixed = a, b, c fair          ; one thread asking a, b, c in turn (a different one first)
     hot = 8 shards=3              ; eight threads over the three shards of queue "hot"
 """
 
@@ -44,6 +45,7 @@ class ThreadSpec:
     pool: str = "thread"  # "process": a killable child process slot; "async": an event loop
     concurrency: int = 1  # tasks in flight at once (an async pool's coroutines)
     shards: int = 1  # the queue's shard count, when the entry gives one (docs/scaling.md)
+    fair: bool = False  # several queues: ask a different one first at each fetch (rotate)
 
 
 @dataclass(frozen=True)
@@ -107,8 +109,12 @@ def parse_queue_entry(key: str, value: str, where: str = "") -> list[ThreadSpec]
     """``default = 2`` / ``pdf = 1 process`` / ``crawl = 200 async`` / ``fast = urgent,
     default`` / ``hot = 8 shards=3`` → executor specs. ``N async`` is one thread running up
     to N ``async def`` tasks at once on its event loop; ``shards=N`` says the queue is
-    spread over N shards (each of its threads fetches from all of them in turn)."""
+    spread over N shards (each of its threads fetches from all of them in turn); a list of
+    queues may end with ``fair`` (ask a different queue first at each fetch) or ``strict``
+    (the default: always in the order written)."""
     words = value.replace(",", " ").split()
+    order = words.pop() if words and words[-1] in ("fair", "strict") else "strict"
+    fair = order == "fair"
     shards = 1
     for word in [w for w in words if w.startswith("shards=")]:
         words.remove(word)
@@ -127,6 +133,9 @@ def parse_queue_entry(key: str, value: str, where: str = "") -> list[ThreadSpec]
         if len(words) == 1 and words[0].isdigit():
             count = int(words[0])
             check_queue(key)
+            if fair:
+                raise ConfigError(f"{where}'fair' rotates between several queues: "
+                                  f"'{key} = a, b fair', not {key!r} = {value!r}")  # fmt: skip
             if pool == "async":
                 if count > MAX_ASYNC:
                     raise ConfigError(
@@ -152,7 +161,7 @@ def parse_queue_entry(key: str, value: str, where: str = "") -> list[ThreadSpec]
                 f"{where}an async pool serves one queue, with a number of tasks: "
                 f"'{words[0]} = 100 async', not {key!r} = {value!r}"
             )
-        return [ThreadSpec(key, tuple(words), pool)]
+        return [ThreadSpec(key, tuple(words), pool, fair=fair)]
     except InvalidName as exc:
         raise ConfigError(f"{where}{exc}") from exc
 

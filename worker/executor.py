@@ -151,9 +151,14 @@ class BaseExecutor(threading.Thread, abc.ABC):
 
     def fetch_order(self) -> list[str]:
         """The queues (their shards, for a sharded queue) to ask in turn for the next batch:
-        the spec's order between queues, a rotating start within each queue's shards."""
+        the spec's order between queues (strict), or a rotating first queue (``fair``: none
+        starves behind a busy one), and a rotating start within each queue's shards."""
         self.turn += 1
-        return self.worker.physical(self.spec.queues, self.turn)
+        queues = self.spec.queues
+        if self.spec.fair:
+            k = self.turn % len(queues)
+            queues = queues[k:] + queues[:k]
+        return self.worker.physical(queues, self.turn)
 
     def wait_queues(self) -> list[str]:
         """Every shard of every queue watched, in a fixed order (one watcher set on Cluster)."""

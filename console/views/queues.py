@@ -20,6 +20,7 @@ from ztq.console.web import (
 )
 from ztq.core import monitor, timings
 from ztq.core import overview as overview_
+from ztq.core.errors import InvalidOption
 from ztq.core.keys import split_shard
 
 
@@ -69,6 +70,7 @@ def queue_page(request: Any) -> dict[str, Any]:
     start = int_param(request, "start", 0, 0, 10**12)
     page = None if shards else monitor.pending_page(request.storage, name, start, limit)
     day = timings.day_slots(request.storage, q["shards"] or name)
+    q["max_running"] = request.storage.queue_config(name).get("max_running")
     times = {which: timechart(day, which) for which in ("wait", "run")}
     return {"q": q, "shards": shards, "shard_of": split_shard(name)[0] if is_shard else "",
             "page": page, "start": start, "limit": limit, "times": times}  # fmt: skip
@@ -84,6 +86,27 @@ def queue_state(request: Any) -> Any:
     elif action == "resume":
         request.storage.resume(name)
         flash(request, request.t("Resumed {name}.", name=name))
+    elif action == "limit":
+        raw = str(request.POST.get("max_running", "")).strip()
+        if raw and not (raw.isdigit() and 1 <= int(raw) <= 10_000):
+            msg = request.t("Running limit: a number from 1 to 10000, or empty for none.")
+            flash(request, msg, "error")
+            return back(request, request.route_path("queue", name=name))
+        try:
+            request.storage.configure(name, max_running=int(raw) if raw else None)
+        except InvalidOption as exc:  # a sharded queue
+            flash(request, str(exc), "error")
+            return back(request, request.route_path("queue", name=name))
+        if raw:
+            n = int(raw)
+            flash(
+                request,
+                request.t("{name}: at most {n} tasks at once, on all workers.", name=name, n=n),
+            )
+        else:
+            flash(request, request.t("{name}: no running limit.", name=name))
+        audit(request, "limit queue", queue=name, detail=f"max_running={raw or 'none'}")
+        return back(request, request.route_path("queue", name=name))
     else:
         flash(request, request.t("Unknown command."), "error")
         return back(request, request.route_path("queue", name=name))

@@ -36,6 +36,16 @@ local function wake(key)
   if redis.call('LLEN', key) < 16 then redis.call('LPUSH', key, '1') end
 end
 
+-- A run of a queue with a running limit (`max_running` in its config) ended: a slot is free.
+-- A fetch that found the queue full returned nothing and its thread sleeps on the wake list,
+-- so wake one idle worker if tasks are waiting.
+local function slot_freed(config, wake_key, ready)
+  if redis.call('HEXISTS', config, 'max_running') == 0 then return end
+  for _, level in ipairs({'high', 'normal', 'low'}) do
+    if redis.call('LLEN', ready[level]) > 0 then wake(wake_key); return end
+  end
+end
+
 -- The one ownership check of a run: does the run presenting (token, worker) hold the task's
 -- live lease? `fence` is set by fetch from the queue's lease counter, which only ever grows,
 -- so the token of an earlier lease never matches again whatever happened since (reap, retry,

@@ -1,7 +1,8 @@
 -- Finish tasks that ran to success, in one call for a batch.
 -- KEYS (shared with fail.lua): 1 tasks, 2 running, 3 done (id -> expiry ms), 4 errors,
 --       5 delayed, 6 history, 7 stats (this minute), 8 ready:high, 9 ready:normal,
---       10 ready:low, 11 wake, 12 schedule, 13 stats (these 5 minutes), 14 stats (totals)
+--       10 ready:low, 11 wake, 12 schedule, 13 stats (these 5 minutes), 14 stats (totals),
+--       15 config
 -- ARGV: 1 worker id, 2 result ttl ms (0 = drop the record now), 3 history maxlen,
 --       then per task 4 fields: id, fencing token, task name, result JSON ('' = none)
 -- Returns: the ids whose ack was refused (lease lost to another run, or record gone).
@@ -43,7 +44,10 @@ for i = 4, #ARGV, 4 do
     end
   end
 end
-if stats.done then save_stats(stats, KEYS[7], KEYS[13], KEYS[14]) end
+if stats.done then
+  save_stats(stats, KEYS[7], KEYS[13], KEYS[14])
+  slot_freed(KEYS[15], KEYS[11], ready)
+end
 -- expire a few finished records on the way (bounded work per call)
 local old = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 20)
 for _, id in ipairs(old) do

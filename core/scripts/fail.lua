@@ -1,7 +1,7 @@
 -- A run failed: schedule a retry, or move the task to the queue's error list.
 -- KEYS (shared with ack.lua): 1 tasks, 2 running, 3 done, 4 errors, 5 delayed, 6 history,
 --       7 stats (this minute), 8 ready:high, 9 ready:normal, 10 ready:low, 11 wake,
---       12 schedule, 13 stats (these 5 minutes), 14 stats (totals)
+--       12 schedule, 13 stats (these 5 minutes), 14 stats (totals), 15 config
 -- ARGV: 1 worker id, 2 id, 3 fencing token, 4 task name, 5 error "Type: message",
 --       6 traceback, 7 retry delay ms (-1 = no retry: to the error list), 8 history maxlen
 -- Returns: 'error', 'retry', 'rerun' (an identical enqueue arrived meanwhile: queued again)
@@ -33,6 +33,7 @@ redis.call('XADD', KEYS[6], 'MAXLEN', '~', maxlen, '*', 'id', id, 'task', name,
 local stats = {failed = 1}
 count_run(stats, meta, now)
 save_stats(stats, KEYS[7], KEYS[13], KEYS[14])
+slot_freed(KEYS[15], KEYS[11], ready)
 meta.error, meta.traceback, meta.ended = err, tb, now
 meta.failed_worker, meta.failed_thread = worker, meta.thread
 local rerun = meta.rerun

@@ -1,6 +1,7 @@
 -- Lease up to N ready tasks, highest priority first, FIFO within a level.
 -- KEYS: 1 tasks, 2 ready:high, 3 ready:normal, 4 ready:low, 5 running, 6 paused, 7 wake,
---       8 fence (the queue's lease counter)
+--       8 fence (the queue's lease counter), 9 config (`max_running`: leases at once, queue-
+--       wide; a lease counts until it is acked, failed, released or reaped)
 -- ARGV: 1 worker id, 2 thread name, 3 lease_ms, 4 max tasks
 -- Returns: flat list {id, token, failures, payload, ...}. `token` is the fencing token that
 --          ack/fail/renew/progress/release must present: it comes from the queue's counter,
@@ -8,6 +9,13 @@
 --          `failures` is how many runs of this series failed before (what `retries` counts).
 if redis.call('EXISTS', KEYS[6]) == 1 then return {} end
 local worker, thread, lease, limit = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local capped = false
+local cap = redis.call('HGET', KEYS[9], 'max_running')
+if cap then
+  local free = tonumber(cap) - redis.call('ZCARD', KEYS[5])
+  if free <= 0 then return {} end
+  if free <= limit then limit, capped = free, true end
+end
 local now = now_ms()
 local taken = {}
 for i = 2, 4 do
@@ -38,8 +46,9 @@ for i, t in ipairs(taken) do
   out[#out + 1] = meta.failures or 0
   out[#out + 1] = payload
 end
--- more is ready than this caller took: wake another idle worker (chain wake-up)
-if #taken == limit then
+-- more is ready than this caller took: wake another idle worker (chain wake-up), unless the
+-- running limit is what stopped it (the end of a run wakes the next one, see slot_freed)
+if #taken == limit and not capped then
   for i = 2, 4 do
     if redis.call('LLEN', KEYS[i]) > 0 then wake(KEYS[7]); break end
   end

@@ -1,5 +1,6 @@
 -- Hand back the tasks whose lease expired (their worker died or froze).
--- KEYS: 1 tasks, 2 running, 3 errors, 4 ready:high, 5 ready:normal, 6 ready:low, 7 wake
+-- KEYS: 1 tasks, 2 running, 3 errors, 4 ready:high, 5 ready:normal, 6 ready:low, 7 wake,
+--       8 config
 -- ARGV: 1 max times a task may lose its worker before it is a poison pill, 2 max tasks
 -- Returns: {{id, worker, outcome ('ready' or 'error'), ...}, next lease deadline ms or -1,
 --          Redis time ms}: the reaped tasks for the event log, and when to look again.
@@ -7,6 +8,7 @@ local ready = {high = KEYS[4], normal = KEYS[5], low = KEYS[6]}
 local max_lost, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
 local now = now_ms()
 local out = {}
+local back = 0
 local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, limit)
 for _, id in ipairs(expired) do
   redis.call('ZREM', KEYS[2], id)
@@ -24,11 +26,13 @@ for _, id in ipairs(expired) do
     else
       meta.state = 'queued'
       redis.call('LPUSH', ready_list(ready, meta.prio), id)
+      back = back + 1
       out[#out + 1], out[#out + 2], out[#out + 3] = id, worker, 'ready'
     end
     save(KEYS[1], id, meta, payload)
   end
 end
-if #out > 0 then wake(KEYS[7]) end
+-- tasks back in ready wake an idle worker; a slot freed under a running limit does too
+if back > 0 then wake(KEYS[7]) elseif #expired > 0 then slot_freed(KEYS[8], KEYS[7], ready) end
 local nxt = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 return {out, #nxt == 0 and -1 or tonumber(nxt[2]), now}

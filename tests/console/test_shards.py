@@ -80,3 +80,27 @@ def test_actions_on_a_sharded_queue_reach_every_shard(operator: TestApp, store: 
     assert sum(store.pending_count(q) for q in SHARDS) == 12
     assert last.status_int == 303 and "Redid 12 tasks." in last.follow().text
     assert sum(s.errors for s in monitor.queue_stats(store, SHARDS)) == 0
+
+
+def test_an_operator_sets_and_lifts_a_queue_running_limit(
+    operator: TestApp, viewer: TestApp, store: Storage
+) -> None:
+    t.add.delay(1, 2)
+    r = post(operator, "/queues/default/state", {"action": "limit", "max_running": "1"})
+    assert "default: one task at a time, on all workers (serial)." in r.follow().text
+    assert store.queue_config("default") == {"max_running": 1}
+    page = viewer.get("/queues/default")
+    assert "at most 1 at once" in page.text and 'name="max_running"' not in page.text  # viewer
+    assert 'value="1"' in operator.get("/queues/default").text
+    r = post(operator, "/queues/default/state", {"action": "limit", "max_running": "x"})
+    assert "Running limit: a number from 1 to 10000" in r.follow().text
+    assert store.queue_config("default") == {"max_running": 1}
+    post(operator, "/queues/default/state", {"action": "limit", "max_running": ""})
+    assert store.queue_config("default") == {}
+    fill(store, ready=3, failed=0)
+    r = post(operator, "/queues/hot/state", {"action": "limit", "max_running": "1"})
+    assert "is sharded" in r.follow().text and store.queue_config("hot") == {}
+    assert 'name="max_running"' not in operator.get("/queues/hot").text
+    r = post(viewer, "/queues/default/state", {"action": "limit", "max_running": "1"},
+             expect_errors=True)  # fmt: skip
+    assert r.status_int == 403 and store.queue_config("default") == {}

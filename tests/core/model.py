@@ -44,6 +44,7 @@ class Model:
     recs: dict[str, Rec] = field(default_factory=dict)
     ready: dict[str, list[str]] = field(default_factory=lambda: {lv: [] for lv in LEVELS})
     paused: bool = False
+    max_running: int | None = None  # the queue's limit on leases at once (configure_queue)
     counter: int = 0  # the queue's lease counter: the last token handed out
     cron_last: dict[str, int] = field(default_factory=dict)
     done_count: int = 0  # accepted acks (stats)
@@ -129,6 +130,11 @@ class Model:
     def fetch(self, worker: str, thread: str, limit: int) -> list[tuple[str, int, int]]:
         if self.paused:
             return []
+        if self.max_running is not None:  # expired leases count until they are reaped
+            free = self.max_running - len(self.in_state("running"))
+            if free <= 0:
+                return []
+            limit = min(limit, free)
         out: list[tuple[str, int, int]] = []
         for level in LEVELS:
             lst = self.ready[level]
@@ -261,11 +267,13 @@ class Model:
         items = sorted((r.failed_at or 0, i) for i, r in self.recs.items() if r.state == "error")
         return [i for _, i in items[:n]]
 
-    def remove(self, ids: list[str]) -> tuple[int, int]:
+    def remove(self, ids: list[str], cancel: bool = False) -> tuple[int, int]:
         deleted = 0
         for task_id in ids:
             rec = self.recs.get(task_id)
             if rec is None or rec.state == "running":
+                continue
+            if cancel and rec.state not in ("queued", "delayed"):
                 continue
             self._unready(task_id)
             del self.recs[task_id]

@@ -91,6 +91,7 @@ def test_every_key_exists_with_the_documented_type(redis_url: str) -> None:
     [lease] = storage.fetch("reports", "w", "t", 60_000, 1)
     storage.ack("reports", "w", [Finished(lease.id, lease.token, "x", "1")])
     storage.pause("reports")
+    storage.configure("reports", max_running=1)  # the queue's config hash
     table = ztq.CronTable([CronEntry("every-minute", t.noop.prepare(), "* * * * *")])
     table.fire(now=(int(time.time()) // 60) * 60 + 0.5)
     from ztq.core.logins import LoginPolicy, login_failed

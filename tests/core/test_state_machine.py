@@ -19,7 +19,9 @@ docs/design.md:
 6. each record's state, priority, counters (attempts, failures, lost), rerun flag, live
    token, holder, progress and result equal the model's;
 7. what the console shows (``monitor.queue_stats``, ``monitor.pending_page``, the history
-   stream and the per-minute counters) equals the model's counts.
+   stream and the per-minute counters) equals the model's counts;
+8. a queue's running limit (``max_running``) holds: a fetch takes no more than the limit
+   leaves free (leases count until acked, failed, released or reaped), as the model says.
 
 ``ZTQ_MODEL_EXAMPLES`` scales the number of runs (CI uses the default);
 ``ZTQ_MODEL_SHRINK=0`` reports the first failing run unshrunk (quick when checking that a
@@ -153,8 +155,12 @@ class QueueMachine(RuleBasedStateMachine):
         max_size=3,
     )
 
-    @initialize(entries=enqueue_entries)
-    def start(self, entries: list[tuple[Any, ...]]) -> None:
+    @initialize(entries=enqueue_entries, limit=st.sampled_from([None, None, 1, 2]))
+    def start(self, entries: list[tuple[Any, ...]], limit: int | None) -> None:
+        """Half the runs start with a serial or two-at-once queue (``max_running``)."""
+        if limit is not None:
+            self.model.max_running = limit
+            self.storage.configure(Q, max_running=limit)
         self.enqueue(entries)
 
     @rule(entries=enqueue_entries)
@@ -313,14 +319,18 @@ class QueueMachine(RuleBasedStateMachine):
 
     @rule(
         move=st.sampled_from(
-            ["redo", "redo", "redo_oldest", "run_now", "delete", "purge", "pause"] + ["resume"] * 3
+            ["redo", "redo", "redo_oldest", "run_now", "delete", "cancel", "purge", "pause"]
+            + ["resume"] * 3
+            + ["limit", "unlimit"]
         ),
         n=st.integers(1, 3),
         what=st.sampled_from(["ready", "delayed", "errors"]),
         data=st.data(),
     )
     def operator(self, move: str, n: int, what: str, data: st.DataObject) -> None:
-        """What the console and the CLI do: redo, run now, delete, purge, pause, resume.
+        """What the console and the CLI do: redo, run now, delete, purge, pause, resume, and
+        set or lift the queue's running limit (``max_running``: ``n``); and what
+        ``handle.cancel()`` does (delete only what has not run yet).
 
         The ids are mostly ones in the state the move acts on, sometimes any."""
         st_, model = self.storage, self.model
@@ -336,13 +346,17 @@ class QueueMachine(RuleBasedStateMachine):
             assert st_.requeue(Q, "error", oldest=n) == got
         elif move == "run_now":
             assert st_.requeue(Q, "delayed", ids) == (got := model.requeue("delayed", ids))
-        elif move == "delete":
-            got = model.remove(ids)
-            assert st_.remove(Q, ids) == got
+        elif move in ("delete", "cancel"):
+            got = model.remove(ids, cancel=move == "cancel")
+            assert st_.remove(Q, ids, cancel=move == "cancel") == got
         elif move == "purge":
             got = model.purge(what, n)
             assert st_.remove(Q, purge=what, limit=n) == got
             move = f"purge:{what}"
+        elif move in ("limit", "unlimit"):
+            model.max_running = n if move == "limit" else None
+            st_.configure(Q, max_running=model.max_running)
+            got = n if move == "limit" else 0
         else:
             model.paused = move == "pause"
             (st_.pause if model.paused else st_.resume)(Q)
@@ -361,6 +375,7 @@ class QueueMachine(RuleBasedStateMachine):
         pipe.exists(k.paused(Q))
         pipe.get(k.fence(Q))
         pipe.xlen(k.history(Q))
+        pipe.hget(k.config(Q), "max_running")
         r = pipe.execute()
         return {
             "records": {i: ztq.TaskRecord.from_raw(Q, i, raw) for i, raw in r[0].items()},
@@ -372,6 +387,7 @@ class QueueMachine(RuleBasedStateMachine):
             "paused": bool(r[8]),
             "counter": int(r[9] or 0),
             "history": int(r[10]),
+            "max_running": None if r[11] is None else int(r[11]),
         }
 
     @invariant()
@@ -404,6 +420,7 @@ class QueueMachine(RuleBasedStateMachine):
         assert set(snap["errors"]) == model.in_state("error")
         assert set(snap["done"]) == model.in_state("done")
         assert snap["paused"] == model.paused
+        assert snap["max_running"] == model.max_running
 
         # 4. at most one live lease per id; a running task has exactly one
         for i in IDS:

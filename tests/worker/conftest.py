@@ -48,8 +48,11 @@ def start_worker(redis_url: str) -> Iterator[Callable[..., Worker]]:
     started: list[tuple[Worker, threading.Thread]] = []
 
     def start(queues: dict[str, int] | None = None, pool: str = "thread", **options: Any) -> Worker:
-        """``queues``: threads per queue, or for ``pool="async"`` tasks at once per queue."""
-        if pool == "async":
+        """``queues``: threads per queue, or for ``pool="async"`` tasks at once per queue;
+        ``threads=`` (ThreadSpecs) instead, for threads serving several queues."""
+        if "threads" in options:
+            threads = tuple(options.pop("threads"))
+        elif pool == "async":
             threads = tuple(ThreadSpec(f"{q}-0", (q,), pool, n) for q, n in queues.items())
         else:
             threads = tuple(
