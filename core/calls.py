@@ -72,6 +72,34 @@ def task_id_for(queue: str, task: str, args: list[Any], kwargs: dict[str, Any]) 
     return hashlib.md5(canonical.encode("utf-8"), usedforsecurity=False).hexdigest()
 
 
+# ZTQ passed its options as ``ztq_*`` keywords of the call itself; ztq takes options as
+# keyword arguments of ``enqueue``/``prepare`` and every keyword of ``delay`` is an argument
+# of the task. A ``ztq_*`` argument is refused at the call (ZTQ code would otherwise store the
+# option as an argument, and the worker fail the task with WrongArguments): see
+# docs/migrating-from-ztq.md and ztq.core.compat, which maps these names.
+ZTQ_OPTIONS = {  # ZTQ's name -> (ztq's option, how a call gives it)
+    "ztq_first": ("first=True", "fn.enqueue(args, first=True)"),
+    "ztq_callback": ("callback=", "fn.enqueue(args, callback=done.prepare(args))"),
+    "ztq_fcallback": ("on_failure=", "fn.enqueue(args, on_failure=failed.prepare(args))"),
+    "ztq_pcallback": ("on_progress=", "fn.enqueue(args, on_progress=progress.prepare(args))"),
+    "ztq_queue": ("queue=", "fn.enqueue(args, queue='mail')"),
+    "ztq_transaction": ("with transaction():", "calls in the block are sent at its end"),
+    "ztq_run": ("ping() before delay()", "compat.ping_task(fn, *args, ztq_run=True)"),
+}
+
+
+def ztq_option_error(name: str) -> InvalidOption:
+    """The error for a ``ztq_*`` keyword given to ``delay``/``enqueue``/``prepare``."""
+    if name not in ZTQ_OPTIONS:
+        return InvalidOption(
+            f"{name} looks like one of ZTQ's options: keyword arguments starting with ztq_ "
+            "are reserved; give options to fn.enqueue(args, kwargs, **options), or call "
+            "through ztq.core.compat (docs/migrating-from-ztq.md)"
+        )
+    option, example = ZTQ_OPTIONS[name]
+    return InvalidOption(f"{name} is ZTQ's option: use {option} ({example}) or ztq.core.compat")
+
+
 def _priority(value: Priority | str) -> Priority:
     if type(value) is Priority:
         return value
@@ -132,8 +160,13 @@ class TaskCall:
         check_queue(self.queue)
         if not isinstance(self.args, (list, tuple)):
             raise InvalidOption(f"args must be a list or tuple, not {type(self.args).__name__}")
-        if not isinstance(self.kwargs, dict) or not all(isinstance(k, str) for k in self.kwargs):
+        if not isinstance(self.kwargs, dict):
             raise InvalidOption("kwargs must be a dict with str keys")
+        for key in self.kwargs:  # one pass over the keys, and none when there are none
+            if not isinstance(key, str):
+                raise InvalidOption("kwargs must be a dict with str keys")
+            if key[:4] == "ztq_":
+                raise ztq_option_error(key)
         if not isinstance(self.meta, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in self.meta.items()
         ):

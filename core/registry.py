@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
-from ztq.core.calls import TaskCall, check_task_name
+from ztq.core.calls import TaskCall, check_task_name, ztq_option_error
 from ztq.core.errors import ConfigError, InvalidOption, UnknownTask, UnsupportedTask
 from ztq.core.handle import TaskHandle
 from ztq.core.keys import check_queue, shard_for
@@ -99,7 +99,13 @@ class TaskFunction(Generic[P, R]):
             "shards": self.shards,
         }
         defaults.update(options)
-        return TaskCall(self.name, tuple(args), dict(kwargs or {}), app=self.app, **defaults)
+        try:
+            return TaskCall(self.name, tuple(args), dict(kwargs or {}), app=self.app, **defaults)
+        except TypeError:  # an unknown option: ZTQ's ztq_* names get a message that helps
+            for name in options:
+                if name.startswith("ztq_"):
+                    raise ztq_option_error(name) from None
+            raise
 
     def enqueue(
         self,
