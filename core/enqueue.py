@@ -40,11 +40,14 @@ def placed(app: App, call: TaskCall, task_id: str, storage: Storage) -> str:
     return shard_for(call.queue, task_id, shards)
 
 
-def send(call: TaskCall, *, cron: tuple[str, int] | None = None) -> TaskHandle:
-    """Enqueue one call now (through its app), or buffer it in the open transaction."""
+def send(
+    call: TaskCall, *, cron: tuple[str, int] | None = None, join: bool | None = None
+) -> TaskHandle:
+    """Enqueue one call now (through its app), or buffer it in the open transaction;
+    ``join`` overrides that choice for this call (see :func:`current_buffer`)."""
     app = app_or_default(call.app)
     call = app.middleware.before_enqueue(app, call)
-    buffer = current_buffer(app)
+    buffer = current_buffer(app, join)
     task_id = call.resolve_id()
     if buffer is not None and cron is None:
         buffer.append((call, task_id))

@@ -25,12 +25,20 @@ Buffer = list[tuple["TaskCall", str]]
 _buffer: contextvars.ContextVar[Buffer | None] = contextvars.ContextVar("ztq_buffer", default=None)
 
 
-def current_buffer(app: App) -> Buffer | None:
-    """The buffer an enqueue of ``app`` goes to, or None to send at once."""
+def current_buffer(app: App, join: bool | None = None) -> Buffer | None:
+    """The buffer an enqueue of ``app`` goes to, or None to send at once.
+
+    ``join`` overrides the policy for one call (ZTQ's ``ztq_transaction``): False sends at
+    once even inside ``with transaction():`` or a joined transaction; True joins the open
+    ``with transaction():`` block, else the ``transaction`` package's current transaction,
+    whatever ``app.use_transaction_manager()`` says.
+    """
+    if join is False:
+        return None
     buf = _buffer.get()
     if buf is not None:
         return buf
-    if app.joins_transactions:
+    if join or app.joins_transactions:
         return _join_transaction_manager()
     return None
 
