@@ -1,7 +1,9 @@
 """The operator's commands of ``ztq``: what the console shows and does, from a terminal.
 
 Reads (``info``, ``workers``, ``errors``, ``task``, ``check``) print tables, or with
-``--json`` the dicts the console's ``/api`` serves (:mod:`ztq.core.overview`). Writes
+``--json`` the dicts the console's ``/api`` serves (:mod:`ztq.core.overview`). On a narrow
+terminal each table leaves out the columns whose ``drop`` is set, the highest first, and
+keeps the queue names, worker ids and task ids whole (:class:`terminal.FitTable`). Writes
 (``workers pause|resume|stop|threads``, ``queue pause|resume|purge``, ``redo``,
 ``delete``, ``purge``) go through the same storage calls and bulk steps as the console,
 are written to the console's audit log as ``cli:<login>``, and the destroying ones ask
@@ -20,7 +22,7 @@ from typing import Any
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from ztq.console.fmt import duration, size
+from ztq.console.fmt import size
 from ztq.core import bulk, monitor, overview, streams
 from ztq.core.errors import ConnectionFailed, ZtqError
 from ztq.core.filters import task_matcher
@@ -30,9 +32,12 @@ from ztq.core.record import TaskRecord
 from ztq.core.storage import Storage
 from ztq.core.workers import DEFAULT_LOST_AFTER, get_worker, send_command
 from ztq.worker import terminal
+from ztq.worker.terminal import Col
 
 STATUS_STYLE = {"running": "green", "paused": "yellow", "stopping": "yellow",
                 "stopped": "dim", "lost": "bold red"}  # fmt: skip
+GONE = ("stopped", "lost")  # the CPU and memory of their last report are not of now
+TIMES = ("enqueued", "due", "started", "ended", "failed")  # epoch ms in a task's dict
 BULK_BATCH = 500
 SCAN_BUDGET = 10_000  # errors a filtered list may read to fill its page
 Connect = Callable[[argparse.Namespace], Storage]
@@ -49,15 +54,29 @@ def _audit(storage: Storage, action: str, **fields: Any) -> None:
     streams.write_audit(storage, _who(), action, **fields)
 
 
-def _ago(ms: Any) -> str:
-    return duration(ms) if ms is not None else "–"
+_ago = terminal.age
+
+# The columns of each table; ``drop``: left out on a narrow terminal, the highest first (the
+# order docs/cli.md gives); ``wrap``: text that may wrap, kept at least that wide.
+QUEUE_COLUMNS = (Col("QUEUE"), Col("READY h/n/l", number=True),
+                 Col("DELAYED", number=True, drop=1), Col("RUNNING", number=True, drop=2),
+                 Col("ERRORS", number=True), Col("DONE 1h", number=True, drop=3),
+                 Col("FAILED 1h", number=True, drop=4), Col("OLDEST WAITING", number=True),
+                 Col("THREADS", number=True), Col("STATE"))  # fmt: skip
+WORKER_COLUMNS = (Col("WORKER"), Col("STATUS"), Col("HOST", drop=3),
+                  Col("PID", number=True, drop=4), Col("CPU", number=True, drop=1),
+                  Col("MEMORY", number=True, drop=2), Col("THREADS", wrap=16),
+                  Col("CURRENT", wrap=28), Col("LAST REPORT", number=True))  # fmt: skip
+ERROR_COLUMNS = (Col("ID"), Col("QUEUE"), Col("TASK", drop=2), Col("ERROR", wrap=24),
+                 Col("FAILED", number=True, drop=1),
+                 Col("ATTEMPTS", number=True, drop=3))  # fmt: skip
+GROUP_COLUMNS = (Col("COUNT", number=True), Col("ERROR", wrap=24), Col("WHERE", wrap=20, drop=1),
+                 Col("TASKS", wrap=16, drop=2), Col("LAST", number=True))  # fmt: skip
 
 
 # -- reads -----------------------------------------------------------------------------------
 def _queues_table(queues: list[dict[str, Any]]) -> RenderableType:
-    columns = ("QUEUE", ">READY h/n/l", ">DELAYED", ">RUNNING", ">ERRORS", ">DONE 1h",
-               ">FAILED 1h", ">OLDEST WAITING", ">THREADS", "STATE")  # fmt: skip
-    t = terminal.table(*columns, title="Queues")
+    t = terminal.table(*QUEUE_COLUMNS, title="Queues")
     for q in queues:
         r = q["ready"]
         errors = Text(str(q["errors"]), style="red" if q["errors"] else "")
@@ -72,18 +91,20 @@ def _queues_table(queues: list[dict[str, Any]]) -> RenderableType:
 
 
 def _workers_table(workers: list[dict[str, Any]]) -> RenderableType:
-    t = terminal.table("WORKER", "STATUS", "HOST", ">PID", ">CPU", ">MEMORY", "THREADS",
-                       "CURRENT", ">LAST REPORT", title="Workers")  # fmt: skip
+    t = terminal.table(*WORKER_COLUMNS, title="Workers")
     for w in workers:
-        cpu = f"{w['cpu_percent']:.0f}%" if w["cpu_percent"] is not None else "–"
+        # a stopped or lost worker uses nothing now: its last report stays in --json
+        live = w["status"] not in GONE
+        cpu = f"{w['cpu_percent']:.0f}%" if live and w["cpu_percent"] is not None else "–"
+        memory = size(w["rss"]) if live and w["rss"] else "–"
         threads = " ".join(f"{q}:{n}" for q, n in sorted(w["threads"].items()))
         current = "\n".join(
             f"{c['task']} {c['id'][:12]} {_ago(c['runtime_ms'])}" for c in w["current"]
         )
-        t.add_row(w["name"], Text(w["status"], style=STATUS_STYLE.get(w["status"], "")),
-                  w["host"], str(w["pid"] or "–"), cpu, size(w["rss"]) if w["rss"] else "–",
-                  threads, current or Text("idle", style="dim"),
-                  f"{_ago(w['report_age_ms'])} ago")  # fmt: skip
+        status = Text(w["status"], style=STATUS_STYLE.get(w["status"], ""))
+        reported = f"{_ago(w['report_age_ms'])} ago"
+        t.add_row(w["id"], status, w["host"], str(w["pid"] or "–"), cpu, memory, threads,
+                  current or Text("idle", style="dim"), reported)  # fmt: skip
     return t
 
 
@@ -148,10 +169,10 @@ def _show_task(rec: TaskRecord, as_json: bool) -> None:
         terminal.print_json(data)
         return
     console = terminal.out()
-    t = terminal.table("FIELD", "VALUE")
+    t = terminal.table(Col("FIELD"), Col("VALUE", wrap=20))
     for key, value in data.items():
         if key not in ("traceback", "traceback_truncated", "result", "options"):
-            t.add_row(key, str(value))
+            t.add_row(key, terminal.when(value) if key in TIMES else str(value))
     console.print(t)
     if data.get("result"):
         console.print(Text("result: ", style="bold") + Text(str(data["result"])))
@@ -168,7 +189,7 @@ def cmd_errors(args: argparse.Namespace, connect: Connect) -> int:
         if args.json:
             terminal.print_json([vars(g) for g in groups])
             return 0
-        t = terminal.table(">COUNT", "ERROR", "WHERE", "TASKS", ">LAST", title="Error groups")
+        t = terminal.table(*GROUP_COLUMNS, title="Error groups")
         now = time.time() * 1000
         for g in groups:
             tasks = ", ".join(f"{name} ({n})" for name, n in sorted(g.tasks.items()))
@@ -180,7 +201,7 @@ def cmd_errors(args: argparse.Namespace, connect: Connect) -> int:
     if args.json:
         terminal.print_json([overview.row_dict(r, "failed_at") for r in rows])
         return 0
-    t = terminal.table("ID", "QUEUE", "TASK", "ERROR", ">FAILED", ">ATTEMPTS", title="Errors")
+    t = terminal.table(*ERROR_COLUMNS, title="Errors")
     now = time.time() * 1000
     for r in rows:
         rec = r.record
@@ -336,8 +357,8 @@ def problems(storage: Storage, queues: Sequence[str], max_wait: float) -> list[s
     for q in overview.queues(storage, queues, DEFAULT_LOST_AFTER):
         waiting = (q["head_age_ms"] or 0) / 1000
         if max_wait and q["pending"] and waiting > max_wait:
-            found.append(f"queue {q['name']}: the oldest task waits {waiting:.0f} s "
-                         f"(more than {max_wait:g} s)")  # fmt: skip
+            found.append(f"queue {q['name']}: the oldest task waits {_ago(waiting * 1000)} "
+                         f"(more than {_ago(max_wait * 1000)})")  # fmt: skip
         if q["threads"] == 0 and (q["pending"] or q["delayed"]) and not q["paused"]:
             found.append(f"queue {q['name']}: {q['pending'] + q['delayed']} task(s) and no "
                          "live worker serves it")  # fmt: skip

@@ -2,6 +2,7 @@
 
     python -m tests.worker.cli_transcript --write   # run them all, rewrite the output blocks
     python -m tests.worker.cli_transcript           # run them all, say which blocks differ
+    python -m tests.worker.cli_transcript --write --page cli.md   # one page only
 
 An output block is the fenced ``text`` block after a marker line
 ``<!-- output: COMMAND[; SITUATION][; first N lines][; exit N] -->``. COMMAND is the command
@@ -15,7 +16,8 @@ docs/cli.md's commands each run on a fresh copy of the shop of :mod:`tests.worke
 (one Redis database each, side by side), as ``ztq ...`` subprocesses with ``NO_COLOR=1``:
 through a pipe (tables are then 200 columns wide, ``PIPE_WIDTH``), stderr after stdout as a
 terminal shows them; the commands that ask (``delete`` without ``--yes``,
-``hash-password``) on a 100-column pseudo-terminal, answered. docs/deploy.md's run against a
+``hash-password``) on a 100-column pseudo-terminal, answered, and those whose SITUATION is
+``N columns`` on a pseudo-terminal that wide. docs/deploy.md's run against a
 real ``ztq worker --health-port`` and a real console (``pserve``), before and after their
 Redis is killed; ``curl -i`` is answered with what the server sent. Everything runs on
 redis-servers started here on free ports; the ports and paths of the run are shown as the
@@ -134,6 +136,7 @@ VARYING: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\b\d\d:\d\d:\d\d\b"), "<time>"),
     (re.compile(r"^Date: .*$", re.M), "Date: <time>"),
     (re.compile(r"\b1\d{12}(\.\d+)?\b"), "<epoch ms>"),
+    (re.compile(r"\[\d{8}, \d+, \d+\]"), "[<minute>, <done>, <failed>]"),  # throughput
     (re.compile(r"\b\d+[mhd] \d+[smh]\b|\b\d+(\.\d+)? (ms|s|min|h)\b"), "<age>"),
     (re.compile(r"\b\d+(\.\d+)?%"), "<percent>"),
     (re.compile(r"\b\d+(\.\d+)? [KMG]?B\b"), "<size>"),
@@ -171,11 +174,12 @@ def piped(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
 
 
 def on_a_terminal(
-    argv: list[str], env: dict[str, str], prompt: str, answer: str
+    argv: list[str], env: dict[str, str], prompt: str, answer: str, columns: int = COLUMNS
 ) -> tuple[int, str]:
-    """Run on a pseudo-terminal of COLUMNS columns, typing ``answer`` once ``prompt`` shows."""
+    """Run on a pseudo-terminal ``columns`` wide, typing ``answer`` once ``prompt`` shows."""
     master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, COLUMNS, 0, 0))
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+    env = {**env, "COLUMNS": str(columns)}
     proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env,
                             start_new_session=True)  # fmt: skip
     os.close(slave)
@@ -236,8 +240,13 @@ def fill(command: str, ids: dict[str, object]) -> str:
     return command
 
 
-def run_cli(command: str, url: str) -> tuple[int, str]:
-    """Seed the shop into the empty database of ``url``, then run ``command`` on it."""
+def run_cli(block: Block, url: str) -> tuple[int, str]:
+    """Seed the shop into the empty database of ``url``, then run the command of ``block``
+    on it (in its situation: ``N columns``, or none)."""
+    command = block.command
+    width = re.fullmatch(r"(\d+) columns", block.situation)
+    if block.situation and not width:
+        raise ValueError(f"docs/cli.md: unknown situation {block.situation!r}")
     app = App(f"transcript {url}")
     app.connect(url)
     try:
@@ -247,6 +256,8 @@ def run_cli(command: str, url: str) -> tuple[int, str]:
     words = shlex.split(fill(command, ids))
     assert words[0] == "ztq", command
     argv, env = [str(BIN / "ztq"), *words[1:]], environment(ZTQ_REDIS_URL=url)
+    if width:
+        return on_a_terminal(argv, env, "", "", columns=int(width[1]))
     if words[1] == "hash-password":
         return on_a_terminal(argv, env, "password: ", "correct horse battery staple\n")
     if words[1] in ("delete", "purge", "queue") and "--yes" not in words:
@@ -256,17 +267,15 @@ def run_cli(command: str, url: str) -> tuple[int, str]:
     return piped(argv, env)
 
 
-def cli_outputs(commands: list[str]) -> dict[str, tuple[int, str]]:
+def cli_outputs(wanted: list[Block]) -> dict[str, tuple[int, str]]:
     """Each command of docs/cli.md on a fresh copy of the shop (a database each), several
     at a time."""
-    server = RedisProcess(extra=["--databases", str(len(commands) + 1)]).start()
+    server = RedisProcess(extra=["--databases", str(len(wanted) + 1)]).start()
     try:
-        urls = [f"redis://127.0.0.1:{server.port}/{db}" for db in range(1, len(commands) + 1)]
+        urls = [f"redis://127.0.0.1:{server.port}/{db}" for db in range(1, len(wanted) + 1)]
         with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 2) as pool:
-            done = list(pool.map(run_cli, commands, urls))
-        return {
-            command: (code, clean(out)) for command, (code, out) in zip(commands, done, strict=True)
-        }
+            done = list(pool.map(run_cli, wanted, urls))
+        return {b.key: (code, clean(out)) for b, (code, out) in zip(wanted, done, strict=True)}
     finally:
         server.cleanup()
 
@@ -390,18 +399,19 @@ def _deploy_outputs(wanted: list[Block], tmp: str) -> dict[str, tuple[int, str]]
 PAGES = ("cli.md", "deploy.md")
 
 
-def fresh_outputs() -> dict[str, dict[str, tuple[int, str]]]:
-    """Every output block's command, run now: page -> key -> (exit code, output)."""
-    cli, deploy = blocks("cli.md"), blocks("deploy.md")
-    for page, found in (("cli.md", cli), ("deploy.md", deploy)):
-        keys = [b.key for b in found]
+def fresh_outputs(pages: tuple[str, ...] = PAGES) -> dict[str, dict[str, tuple[int, str]]]:
+    """Every output block's command of ``pages``, run now: page -> key -> (exit code,
+    output)."""
+    found = {page: blocks(page) for page in pages}
+    for page, shown in found.items():
+        keys = [b.key for b in shown]
         duplicated = sorted({k for k in keys if keys.count(k) > 1})
         if duplicated:
             raise ValueError(f"docs/{page}: two output blocks for {duplicated}")
+    runners = {"cli.md": cli_outputs, "deploy.md": deploy_outputs}
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        later = pool.submit(deploy_outputs, deploy)
-        got_cli = cli_outputs([b.command for b in cli])
-        return {"cli.md": got_cli, "deploy.md": later.result()}
+        running = {page: pool.submit(runners[page], shown) for page, shown in found.items()}
+        return {page: future.result() for page, future in running.items()}
 
 
 def differences(fresh: dict[str, dict[str, tuple[int, str]]]) -> list[str]:
@@ -436,12 +446,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.worker.cli_transcript",
                                      description=(__doc__ or "").split("\n\n")[0])  # fmt: skip
     parser.add_argument("--write", action="store_true", help="rewrite the output blocks")
+    parser.add_argument("--page", action="append", choices=PAGES,
+                        help="only this page of docs/ (again for more; default: all)")  # fmt: skip
     args = parser.parse_args(argv)
-    fresh = fresh_outputs()
+    pages = tuple(args.page or PAGES)
+    fresh = fresh_outputs(pages)
     if args.write:
         write(fresh)
         print(f"wrote the output of {sum(map(len, fresh.values()))} commands into docs/"
-              + " and docs/".join(PAGES))  # fmt: skip
+              + " and docs/".join(pages))  # fmt: skip
         return 0
     found = differences(fresh)
     for text in found:

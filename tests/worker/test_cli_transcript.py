@@ -36,6 +36,12 @@ def test_what_varies_is_normalised_and_what_a_command_prints_is_not() -> None:
         '"head_age_ms": <varies>,',
         '"paused": false',
     ]
+    throughput = '      "throughput": [\n        [29925271, 4, 0],\n        [29925272, 0, 1],'
+    assert transcript.normalise(throughput) == [
+        '"throughput": [',
+        "[<minute>, <done>, <failed>],",
+        "[<minute>, <done>, <failed>],",
+    ]
 
 
 def test_the_docs_show_what_the_commands_print_now() -> None:

@@ -4,6 +4,7 @@ NO_COLOR respected), ``--json`` for scripts, ``--watch``, the commands that chan
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import pty
@@ -11,8 +12,10 @@ import re
 import select
 import shlex
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
@@ -24,10 +27,11 @@ from tests.console import scenario
 from ztq.core import overview, streams
 from ztq.core.storage import Storage
 from ztq.core.workers import take_commands
+from ztq.worker import ops, terminal
 from ztq.worker.cli import main
 
 ZTQ = str(Path(sys.executable).with_name("ztq"))
-ANSI = re.compile(r"\x1b\[[0-9;]*m")
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 @pytest.fixture
@@ -42,11 +46,13 @@ def run(capsys: pytest.CaptureFixture[str], redis_url: str, *argv: str) -> tuple
 
 
 def in_a_terminal(redis_url: str, *argv: str, answer: str = "", env: dict[str, str] | None = None,
-                  timeout: float = 30) -> tuple[int, str]:  # fmt: skip
-    """Run ``ztq`` on a pseudo-terminal (as a person would), typing ``answer``."""
+                  timeout: float = 30, columns: int = 200) -> tuple[int, str]:  # fmt: skip
+    """Run ``ztq`` on a pseudo-terminal ``columns`` wide (as a person would), typing
+    ``answer``."""
     master, slave = pty.openpty()
-    environ = {**os.environ, "ZTQ_REDIS_URL": redis_url, "COLUMNS": "200", "TERM": "xterm",
-               **(env or {})}  # fmt: skip
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+    environ = {**os.environ, "ZTQ_REDIS_URL": redis_url, "COLUMNS": str(columns),
+               "TERM": "xterm", **(env or {})}  # fmt: skip
     environ.pop("NO_COLOR", None) if env is None or "NO_COLOR" not in env else None
     proc = subprocess.Popen([ZTQ, *argv], stdin=slave, stdout=slave, stderr=slave, env=environ)
     os.close(slave)
@@ -86,11 +92,16 @@ def test_info_shows_queues_and_live_workers_as_tables(
     assert default.split()[:7] == ["default", "1/12/1", "3", "1", "4", "6", "4"]
     assert "active" in default
     assert re.search(r"^reports\s+0/4/0\s.*\s0\s+active$", out, re.M)  # its worker is lost
-    assert re.search(r"^batch-7\s+lost\s", out, re.M)
+    # a lost or stopped worker uses no CPU or memory now: its last report is not shown
+    assert re.search(r"^batch-7\s+lost\s+batch-7\s+4242\s+–\s+–\s+reports:4\s", out, re.M)
     assert re.search(r"^mailer-1\s+paused\s+mail-1\s+4242\s+0%\s+64\.0 MB\s+mail:2", out, re.M)
     assert "tests.sample_tasks.sleepy" in out  # app-1's current task
     assert "old-1" not in out and "1 stopped worker(s) not shown (--all shows them)" in out
-    assert "old-1" in run(capsys, redis_url, "info", "--all")[1]
+    out = run(capsys, redis_url, "info", "--all")[1]
+    assert re.search(r"^old-1\s+stopped\s+app-1\s+4242\s+–\s+–\s+default:1\s", out, re.M)
+    workers = json.loads(run(capsys, redis_url, "workers", "--all", "--json")[1])
+    kept = {w["id"]: (w["cpu_percent"], w["rss"]) for w in workers}  # --json keeps them
+    assert kept["batch-7"] == kept["old-1"] == (12.5, 120 * 2**20)
 
 
 def test_info_json_is_what_the_console_api_serves(
@@ -102,6 +113,10 @@ def test_info_json_is_what_the_console_api_serves(
     api = overview.queues(store, store.queues(), 30.0)
     assert [q["name"] for q in data["queues"]] == [q["name"] for q in api]
     assert data["queues"][0].keys() == api[0].keys()
+    # a minute of throughput a line ([minute, done, failed]), not a number a line
+    assert len(data["queues"][0]["throughput"]) == 60
+    assert len(re.findall(r"^ +\[\d+, \d+, \d+\],?$", out, re.M)) == 60 * len(api)
+    assert not re.search(r"^\s*-?\d+,?$", out, re.M)
     assert {w["id"] for w in data["workers"]} == {"app-1.4242", "mailer-1", "batch-7"}
     assert json.loads(run(capsys, redis_url, "workers", "--json")[1])[0]["id"]
 
@@ -131,8 +146,16 @@ def test_errors_list_filter_groups_and_one_in_full(
     assert re.search(r"^\s*4\s+ValueError: .*sample_tasks\.py:44 in boom", out, re.M)
     code, out, _ = run(capsys, redis_url, "errors", ids["errors"][0])
     assert code == 0 and "Traceback (most recent call last)" in out and "disk 0 is full" in out
+    # times in UTC with their age, not epoch ms; --json keeps the ms
+    utc = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC"
+    for name in ("enqueued", "started", "ended", "failed"):
+        assert re.search(rf"^{name}\s+{utc} \((\d+ ms|\d+\.\d s) ago\)$", out, re.M), out
+    assert not re.search(r"\b1\d{12}\b", out)
     code, out, _ = run(capsys, redis_url, "task", ids["errors"][0], "--json")
     assert json.loads(out)["traceback"].startswith("Traceback")
+    assert isinstance(json.loads(out)["failed"], int)
+    out = run(capsys, redis_url, "task", ids["delayed"][0])[1]  # due in 10 minutes
+    assert re.search(rf"^due\s+{utc} \(in 9m [0-5]\ds\)$", out, re.M), out
     code, _, err = run(capsys, redis_url, "task", "0" * 32)
     assert code == 1 and "no task" in err
 
@@ -203,6 +226,73 @@ def test_bulk_delete_takes_only_the_matching_errors(
     assert code == 2 and "--errors with --all, --task or --grep" in err
 
 
+TABLES = (ops.QUEUE_COLUMNS, ops.WORKER_COLUMNS, ops.ERROR_COLUMNS, ops.GROUP_COLUMNS)
+HEADERS = {c.header for columns in TABLES for c in columns} | {"FIELD", "VALUE"}
+TITLES = ("Queues", "Workers", "Errors", "Error groups")
+
+
+@pytest.mark.parametrize("columns", [80, 100])
+def test_tables_fit_a_narrow_terminal(store: Storage, redis_url: str, columns: int) -> None:
+    """On a terminal of 80 or 100 columns the tables leave out columns rather than cut a
+    header, and the queue names, worker ids and task ids stay whole on one line."""
+    ids = scenario.populate(store)
+    t.send.enqueue(("ann@example.org",), queue="notifications")
+    worker = "eu-west-1b.batch.31337"
+    scenario.heartbeat(store, worker, host="eu-west-1b", threads={"notifications": 2})
+    store.pause("reports")
+    queues = ["default", "mail", "reports", "notifications"]
+    workers = ["app-1.4242", "mailer-1", "batch-7", worker]
+    shown: dict[str, str] = {}
+    for argv in (["info"], ["workers"], ["errors"], ["errors", "--groups"],
+                 ["errors", ids["errors"][0]], ["task", ids["running"]]):  # fmt: skip
+        code, out = in_a_terminal(redis_url, *argv, env={"NO_COLOR": "1"}, columns=columns)
+        lines = [line.rstrip() for line in ANSI.sub("", out).replace("\r", "").splitlines()]
+        text = "\n".join(lines)
+        assert code == 0, text
+        assert max(map(len, lines)) <= columns, text
+        assert "…" not in text, text
+        headers = [n for n, line in enumerate(lines) if line.startswith("FIELD ")]
+        headers += [n + 1 for n, line in enumerate(lines) if line in TITLES]
+        assert headers, text
+        for n in headers:  # every header whole: one of the columns' names
+            assert set(re.split(r"\s{2,}", lines[n].strip())) <= HEADERS, lines[n]
+        shown[" ".join(argv[:2])] = text
+    info = shown["info"]
+    assert re.search(r"^QUEUE\s.*\sSTATE$", info, re.M) and "WORKER" in info
+    for queue in queues:
+        assert re.search(rf"^{queue}\s", info, re.M), info
+    assert re.search(r"^reports\s.*\spaused$", info, re.M), info
+    for name in workers:
+        assert re.search(rf"^{re.escape(name)}\s", info, re.M), info
+        assert re.search(rf"^{re.escape(name)}\s", shown["workers"], re.M), shown["workers"]
+    for task_id in ids["errors"]:
+        assert re.search(rf"^{task_id}\s+default\s", shown["errors"], re.M), shown["errors"]
+    assert re.search(rf"^id\s+{ids['errors'][0]}$", shown[f"errors {ids['errors'][0]}"], re.M)
+    assert re.search(rf"^id\s+{ids['running']}$", shown[f"task {ids['running']}"], re.M)
+    assert re.search(r"^\s+4\s+ValueError: ", shown["errors --groups"], re.M)
+
+
+def test_the_terminal_formats_of_times_and_json() -> None:
+    """One duration format everywhere, moments in UTC with their age; JSON as json.dumps
+    indents it but with each list of numbers on one line."""
+    moment = 1795517081452  # 2026-11-24 10:44:41.452 UTC
+    assert terminal.when(moment, now=moment / 1000 + 240) == "2026-11-24 10:44:41 UTC (4m 00s ago)"
+    assert terminal.when(moment, now=moment / 1000 - 90.5) == "2026-11-24 10:44:41 UTC (in 1m 30s)"
+    assert terminal.when(moment, now=moment / 1000) == "2026-11-24 10:44:41 UTC (0 ms ago)"
+    assert terminal.when("soon") == "soon" and terminal.age(None) == "–"
+    assert [terminal.age(ms) for ms in (640, 41_500, 201_000, 7_500_000)] == [
+        "640 ms", "41.5 s", "3m 21s", "2h 05m"]  # fmt: skip
+    data = {"throughput": [[29925360, 0, 1], [29925361, 12, 0]], "floats": [1.5, -2e-05, 3],
+            "names": ["a", "b"], "mixed": [1, "x"], "flags": [True, None], "empty": [],
+            "text": "[\n1,\n2\n]", "nested": {"deep": [[1], [2, 3]]}}  # fmt: skip
+    text = terminal.dumps(data)
+    assert json.loads(text) == data
+    assert "\n    [29925360, 0, 1],\n    [29925361, 12, 0]\n  ]" in text
+    assert '"floats": [1.5, -2e-05, 3]' in text and '"deep": [\n      [1],\n      [2, 3]\n' in text
+    assert '"names": [\n    "a",' in text and '"flags": [\n    true,' in text
+    assert '"text": "[\\n1,\\n2\\n]"' in text and '"empty": []' in text
+
+
 def check(redis_url: str, *argv: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "ZTQ_REDIS_URL": redis_url}
     return subprocess.run([ZTQ, "check", *argv], env=env, capture_output=True, text=True,
@@ -225,7 +315,9 @@ def test_check_exits_non_zero_with_a_reason(store: Storage, redis_url: str) -> N
     done = check(redis_url, "--max-wait", "600", "--json")
     assert done.returncode == 1
     [reason] = json.loads(done.stdout)["problems"]
-    assert re.fullmatch(r"queue default: the oldest task waits 9\d\d s \(more than 600 s\)", reason)
+    # durations as in the tables
+    waits = r"queue default: the oldest task waits 15m 0\ds \(more than 10m 00s\)"
+    assert re.fullmatch(waits, reason)
     assert check(redis_url, "--max-wait", "0").returncode == 0
     down = check("redis://127.0.0.1:1/0")
     assert down.returncode == 2 and "cannot reach Redis" in down.stderr
@@ -243,6 +335,7 @@ def test_watch_refreshes_until_interrupted(store: Storage, redis_url: str) -> No
     while len(snapshots) < 3 and time.monotonic() < deadline:
         line = proc.stdout.readline()
         if line.startswith("-- ") and "every 0.2 s" in line:
+            assert re.fullmatch(r"-- \d\d:\d\d:\d\d UTC, every 0\.2 s --\n", line)
             snapshots.append("".join(lines))
             lines = []
             if len(snapshots) == 1:
