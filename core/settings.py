@@ -377,22 +377,67 @@ def app_values(settings: Mapping[str, Any], path: Path | None = None) -> dict[st
     return out
 
 
+# ZTQ's worker file gave the Redis as `host`, `port` and `db` (its `setup_redis` arguments)
+ZTQ_REDIS_KEYS = ("host", "port", "db")
+
+
+def ztq_redis_url(given: Mapping[str, IniValue]) -> IniValue:
+    """ZTQ's ``host``/``port``/``db`` as the ``redis_url`` ini value (missing ones: ZTQ's
+    defaults, localhost, 6379 and 0); a bad one is an error naming its line."""
+    host = given["host"].raw.strip() if "host" in given else "localhost"
+    if not re.fullmatch(r"[A-Za-z0-9_.\-]{1,253}|[0-9A-Fa-f:.]{2,45}", host):
+        raise ConfigError(
+            f"{given['host'].where}: host must be a host name or address, not {host!r}"
+        )
+    numbers = {}
+    for key, default, low, high in (("port", 6379, 1, 65535), ("db", 0, 0, 1_000_000)):
+        value = given.get(key)
+        if value is None:
+            numbers[key] = default
+            continue
+        try:
+            numbers[key] = int(number(low, high, whole=True)(value.raw))
+        except ValueError as exc:
+            raise ConfigError(f"{value.where}: {key} {exc}") from None
+    first = next(given[k] for k in ZTQ_REDIS_KEYS if k in given)
+    address = f"[{host}]" if ":" in host else host
+    url = f"redis://{address}:{numbers['port']}/{numbers['db']}"
+    return IniValue(url, first.where, "host/port/db")
+
+
 def worker_values(
     path: Path, section: str, items: Iterable[tuple[str, str]]
 ) -> dict[str, IniValue]:
-    """The keys of ``[server]`` / ``[ztq:worker]``, by setting name; unknown keys are errors."""
+    """The keys of ``[server]`` / ``[ztq:worker]``, by setting name; unknown keys are errors.
+
+    ZTQ's ``host``, ``port`` and ``db`` make the ``redis_url`` value; giving them with
+    ``redis`` is an error (which one would the worker use?).
+    """
     out: dict[str, IniValue] = {}
+    ztq: dict[str, IniValue] = {}
     for key, raw in items:
         where = _where(path, section, key)
+        if key in ZTQ_REDIS_KEYS:
+            if raw.strip():
+                ztq[key] = IniValue(raw, where, key)
+            continue
         setting = BY_WORKER_KEY.get(key)
         if setting is None:
-            known = ", ".join(sorted(BY_WORKER_KEY))
+            known = ", ".join(sorted([*BY_WORKER_KEY, *ZTQ_REDIS_KEYS]))
             raise ConfigError(f"{where}: unknown option {key!r}; known: {known}")
         if raw.strip() == "":
             continue
         if setting.name in out:
             raise ConfigError(f"{where}: {key} repeats {out[setting.name].key} of the same section")
         out[setting.name] = IniValue(raw, where, key)
+    if ztq:
+        if "redis_url" in out:
+            keys = "/".join(k for k in ZTQ_REDIS_KEYS if k in ztq)
+            raise ConfigError(
+                f"{out['redis_url'].where}: give redis = URL or ZTQ's host, port and db, not "
+                f"both ({keys} at {ztq[next(iter(ztq))].where})"
+            )
+        out["redis_url"] = ztq_redis_url(ztq)
     return out
 
 
@@ -422,6 +467,9 @@ class IniFile:
     worker: dict[str, IniValue]  # the worker section alone
     queues: tuple[IniValue, ...]  # key = queue or thread name, raw = the entry
     sections: frozenset[str]
+    # the worker section gives ZTQ's host/port/db: a ZTQ file, whose [queues] entries may be
+    # ZTQ's lists of pauses (one thread each, see ztq.worker.config.parse_queue_entry)
+    ztq_style: bool = False
 
 
 def read_ini(path: str | os.PathLike[str]) -> IniFile:
@@ -452,7 +500,8 @@ def read_ini(path: str | os.PathLike[str]) -> IniFile:
     qsection = next((s for s in QUEUE_SECTIONS if parser.has_section(s)), None)
     if qsection is not None:
         queues = [IniValue(raw, _where(file, qsection, k), k) for k, raw in parser.items(qsection)]
-    return IniFile(file, values, worker, tuple(queues), frozenset(parser.sections()))
+    ztq_style = section is not None and any(parser.has_option(section, k) for k in ZTQ_REDIS_KEYS)
+    return IniFile(file, values, worker, tuple(queues), frozenset(parser.sections()), ztq_style)
 
 
 def connection(

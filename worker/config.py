@@ -24,6 +24,7 @@ ini > default. The ini may be the console's ``app.ini``: the worker then reads
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from collections.abc import Sequence
@@ -34,6 +35,8 @@ from ztq.core.app import connection_flags, load_app
 from ztq.core.errors import ConfigError, InvalidName
 from ztq.core.keys import MAX_SHARDS, check_queue, check_shards
 from ztq.core.settings import NAME
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -105,14 +108,23 @@ MAX_THREADS = 256
 MAX_ASYNC = 10_000  # coroutines of one async pool
 
 
-def parse_queue_entry(key: str, value: str, where: str = "") -> list[ThreadSpec]:
+def parse_queue_entry(
+    key: str, value: str, where: str = "", *, ztq_style: bool = False
+) -> list[ThreadSpec]:
     """``default = 2`` / ``pdf = 1 process`` / ``crawl = 200 async`` / ``fast = urgent,
     default`` / ``hot = 8 shards=3`` → executor specs. ``N async`` is one thread running up
     to N ``async def`` tasks at once on its event loop; ``shards=N`` says the queue is
     spread over N shards (each of its threads fetches from all of them in turn); a list of
     queues may end with ``fair`` (ask a different queue first at each fetch) or ``strict``
-    (the default: always in the order written)."""
+    (the default: always in the order written).
+
+    In a ZTQ file (``ztq_style``: its ``[server]`` gives ``host``/``port``/``db``) an entry
+    of whole numbers is ZTQ's: one thread per number, the number being the seconds ZTQ's
+    thread paused after each task (``default = 0`` is one thread, ``mail = 0, 0`` two). ztq
+    threads never pause, so a pause other than 0 is logged and not kept."""
     words = value.replace(",", " ").split()
+    if words and all(w.isdigit() for w in words) and (ztq_style or len(words) > 1):
+        return ztq_queue_entry(key, value, words, where, ztq_style)
     order = words.pop() if words and words[-1] in ("fair", "strict") else "strict"
     fair = order == "fair"
     shards = 1
@@ -166,6 +178,32 @@ def parse_queue_entry(key: str, value: str, where: str = "") -> list[ThreadSpec]
         raise ConfigError(f"{where}{exc}") from exc
 
 
+def ztq_queue_entry(
+    key: str, value: str, words: list[str], where: str, ztq_style: bool
+) -> list[ThreadSpec]:
+    """ZTQ's ``[queues]`` entry: one thread per number (its pause after each task)."""
+    if not ztq_style:
+        raise ConfigError(
+            f"{where}queue entry {key} = {value.strip()!r} is ZTQ's list of threads (one per "
+            "number), read so only in a file that gives ZTQ's host/port/db; here write "
+            f"{key} = {len(words)}"
+        )
+    try:
+        check_queue(key)
+    except InvalidName as exc:
+        raise ConfigError(f"{where}{exc}") from exc
+    if len(words) > MAX_THREADS:
+        raise ConfigError(
+            f"{where}thread count for {key!r} must be 0-{MAX_THREADS}, not {len(words)}"
+        )
+    if any(int(w) for w in words):
+        log.warning(
+            "%s%s = %s: ZTQ's pause after each task is not kept (ztq threads never pause); "
+            "%d thread(s) for %s", where, key, value.strip(), len(words), key,
+        )  # fmt: skip
+    return [ThreadSpec(f"{key}-{i}", (key,)) for i in range(len(words))]
+
+
 def load_config(path: str | os.PathLike[str] | None = None, **overrides: object) -> WorkerConfig:
     """The worker's settings: ``overrides`` (flags) > environment > the ini at ``path`` > default.
 
@@ -193,7 +231,15 @@ def load_config(path: str | os.PathLike[str] | None = None, **overrides: object)
     values: dict[str, object] = {FIELD.get(n, n): r.value for n, r in got.items()}
     threads: list[ThreadSpec] = []
     for entry in ini.queues if ini else ():
-        threads += parse_queue_entry(entry.key, entry.raw, f"{entry.where}: ")
+        threads += parse_queue_entry(
+            entry.key, entry.raw, f"{entry.where}: ", ztq_style=ini is not None and ini.ztq_style
+        )
+    if ini is not None and "log" in ini.sections:
+        log.warning(
+            "%s: [log] is ZTQ's logging section and is not read: ztq logs to stderr "
+            "(--log-level, --log-format or ZTQ_LOG_LEVEL; redirect stderr to a file)",
+            ini.path,
+        )
     flag_threads: Sequence[ThreadSpec] = given.get("threads") or ()  # type: ignore[assignment]
     values["threads"] = tuple(flag_threads or threads) or (ThreadSpec("default-0", ("default",)),)
     values.update({k: v for k, v in given.items() if k not in values})  # burst
