@@ -90,8 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     wk.add_argument("--count", type=int, help="threads: how many (0 to 256)")
     wk.add_argument("--json", action="store_true")
     wk.add_argument("--all", action="store_true", help="stopped workers too")
-    qu = sub.add_parser("queue", help="pause, resume or purge a queue")
-    qu.add_argument("action", choices=["pause", "resume", "purge"])
+    qu = sub.add_parser("queue", help="pause, resume, purge or limit a queue")
+    qu.add_argument("action", choices=["pause", "resume", "purge", "limit"])
     qu.add_argument("queue")
     qu.add_argument(
         "what",
@@ -101,6 +101,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="purge: which list (default ready)",
     )
     qu.add_argument("--yes", action="store_true", help="do not ask before purging")
+    qu.add_argument(
+        "--max-running",
+        metavar="N|none",
+        help="limit: tasks of the queue running at once across every worker (none: no limit)",
+    )
     er = sub.add_parser("errors", help="failed tasks (newest first), grouped, or one in full")
     er.add_argument("id", nargs="?", help="show this task with its traceback")
     er.add_argument("--queue", help="one queue (default: all)")
@@ -272,8 +277,8 @@ def cmd_token(args: argparse.Namespace) -> int:
         print(json.dumps([vars(t) for t in live], indent=2))
         return 0
     for t in live:
-        used = time.strftime("%Y-%m-%d %H:%M", time.gmtime(t.used)) if t.used else "never"
-        until = time.strftime("%Y-%m-%d %H:%M", time.gmtime(t.expires))
+        used = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t.used)) if t.used else "never"
+        until = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t.expires))
         print(f"{t.id}  {t.role:8}  until {until}  used {used:16}  {t.name}")
     if not live:
         print("no live token", file=sys.stderr)

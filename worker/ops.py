@@ -261,12 +261,30 @@ def cmd_queue(args: argparse.Namespace, connect: Connect) -> int:
         raise ZtqError(f"no queue named {queue}")
     if args.action == "purge":
         return purge(storage, queue, args.what, args.yes)
+    if args.action == "limit":
+        return limit(storage, queue, args.max_running)
     if args.action == "pause":
         storage.pause(queue)
     else:
         storage.resume(queue)
     _audit(storage, f"{args.action} queue", queue=queue)
     print(f"{queue} {'paused' if args.action == 'pause' else 'resumed'}")
+    return 0
+
+
+def limit(storage: Storage, queue: str, value: str | None) -> int:
+    """Set or lift the queue's running limit (docs/queue-controls.md); without a value, show
+    it."""
+    if value is None:
+        n = storage.queue_config(queue).get("max_running")
+        print(f"{queue}: " + (f"at most {n} running at once" if n else "no running limit"))
+        return 0
+    if value != "none" and not (value.isdigit() and 1 <= int(value) <= 10_000):
+        raise ZtqError(f"--max-running must be a number from 1 to 10000, or none, not {value!r}")
+    n = None if value == "none" else int(value)
+    storage.configure(queue, max_running=n)  # InvalidOption for a sharded queue
+    _audit(storage, "limit queue", queue=queue, detail=f"max_running={value}")
+    print(f"{queue}: " + (f"at most {n} running at once" if n else "no running limit"))
     return 0
 
 

@@ -131,3 +131,30 @@ def test_the_cli_shows_and_acts_on_a_sharded_queue_as_one(
     assert sum(storage.pending_count(q) for q in SHARDS) == 0
     run("queue", "pause", "hot")
     assert all(storage.is_paused(q) for q in SHARDS)
+
+
+def test_the_cli_sets_shows_and_lifts_a_running_limit(
+    redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ztq.worker.cli import main
+
+    storage = ztq.get_storage()
+    t.serial_write.delay("/dev/null", 1)
+
+    def run(*argv: str) -> tuple[int, str]:
+        code = main([*argv, "--redis", redis_url])
+        out, err = capsys.readouterr()
+        return code, out + err
+
+    assert run("queue", "limit", "xapian", "--max-running", "2") == (
+        0, "xapian: at most 2 running at once\n")  # fmt: skip
+    assert storage.queue_config("xapian") == {"max_running": 2}
+    assert run("queue", "limit", "xapian")[1] == "xapian: at most 2 running at once\n"
+    code, out = run("queue", "limit", "xapian", "--max-running", "0")
+    assert code != 0 and "from 1 to 10000, or none" in out
+    assert run("queue", "limit", "xapian", "--max-running", "none")[1] == (
+        "xapian: no running limit\n")  # fmt: skip
+    assert storage.queue_config("xapian") == {}
+    t.spread.delay(1)
+    code, out = run("queue", "limit", "hot", "--max-running", "1")
+    assert code != 0 and "is sharded" in out
