@@ -44,6 +44,7 @@ def main(global_config: dict[str, Any] | None = None, **settings: Any) -> Any:
                 "call",
                 "pretty",
                 "progress",
+                "error_type",
             )
         ),
         "jinja2.globals": "chart = ztq.console.fmt:chart",

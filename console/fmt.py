@@ -13,6 +13,8 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
+from ztq.core import groups
+
 ELLIPSIS = "…"
 MAX_MS = 253_402_300_799_999  # 9999-12-31 23:59:59.999 UTC, the last moment a datetime holds
 
@@ -112,6 +114,14 @@ def call(record: Any, limit: int = 160) -> str:
         f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in record.kwargs.items()
     ]
     return _cut("(" + ", ".join(parts) + ")", limit)
+
+
+def error_type(record: Any) -> str:
+    """The error type of a failed task's record: its exception's type, or ``unknown`` when
+    it died without a Python exception (see :func:`ztq.core.groups.died`)."""
+    if record is None:
+        return ""
+    return groups.error_type(str(record.get("error") or ""), str(record.get("traceback") or ""))
 
 
 def pretty(value: Any, limit: int = 65536) -> str:

@@ -21,6 +21,7 @@ ENGLISH_ONE: dict[str, str] = {
     "Delete all {n} ready tasks of {name}?": "Delete the {n} ready task of {name}?",
     "Redo all {n} errors of {name}?": "Redo the {n} error of {name}?",
     "Ended {n} session(s).": "Ended {n} session.",
+    "and {n} more threads": "and {n} more thread",
     "lost its worker {n} times": "lost its worker once",
     "{n} failed tasks": "{n} failed task",
     "{n} leased tasks": "{n} leased task",

@@ -11,6 +11,24 @@ _FRAME = re.compile(r'^\s*File "([^"]*)", line (\d+), in (.+)$')
 _KIND = re.compile(r"[A-Za-z_][\w.]{0,199}")
 
 
+# the error type of a task that died without a Python exception of its own (no traceback):
+# it lost its worker too often (WorkerLost), its process slot died or was killed (ChildDied,
+# Killed, HardTimeout); what happened stays in the message
+UNKNOWN = "unknown"
+
+
+def died(error: str, traceback: str) -> bool:
+    """Did a failure end the task without a Python exception? (An error and no traceback:
+    every exception a task raises, and every bad payload, comes with one.)"""
+    return bool(error) and not traceback
+
+
+def error_type(error: str, traceback: str) -> str:
+    """``ValueError`` for a task that raised one; :data:`UNKNOWN` when it died without an
+    exception of its own (see :func:`died`)."""
+    return UNKNOWN if died(error, traceback) else error_kind(error)
+
+
 @dataclass
 class ErrorGroup:
     kind: str
@@ -42,17 +60,18 @@ def top_frame(traceback: str) -> str:
 
 def group_errors(rows: list[Row]) -> list[ErrorGroup]:
     """Rows of an errors page (newest first) grouped; the biggest group first."""
-    groups: dict[tuple[str, str], ErrorGroup] = {}
+    groups: dict[tuple[str, str, str], ErrorGroup] = {}
     for row in rows:
         rec = row.record
         if rec is None:
             continue
-        error = str(rec.get("error") or "")
-        key = (error_kind(error), top_frame(str(rec.get("traceback") or "")))
+        error, traceback = str(rec.get("error") or ""), str(rec.get("traceback") or "")
+        # died: the type is unknown, the groups are still per what happened (WorkerLost, ...)
+        key = (error_type(error, traceback), top_frame(traceback) or "", error_kind(error))
         at = int(row.score or 0)
         g = groups.get(key)
         if g is None:
-            g = groups[key] = ErrorGroup(*key, first=at, last=at, message=error[:300])
+            g = groups[key] = ErrorGroup(*key[:2], first=at, last=at, message=error[:300])
             g.sample = (row.queue, row.id)
         g.count += 1
         g.first, g.last = min(g.first, at), max(g.last, at)

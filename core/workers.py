@@ -261,6 +261,64 @@ def fleet(storage: Storage, lost_after: float = DEFAULT_LOST_AFTER, now: float =
     )
 
 
+SERVING_READ = 25  # live workers of each status whose summaries `serving` reads
+
+
+@dataclass
+class Serving:
+    """Live workers serving each queue: ``workers[queue]`` is ``[(worker id, threads)]`` in
+    name order, of the workers read; ``partial`` when some live workers were not read."""
+
+    workers: dict[str, list[tuple[str, int]]]
+    partial: bool = False
+
+
+def serving(
+    storage: Storage,
+    lost_after: float = DEFAULT_LOST_AFTER,
+    now: float = 0.0,
+    per_status: int = SERVING_READ,
+) -> Serving:
+    """Which live workers (neither lost nor stopped) serve each queue, from the summaries of
+    the ``per_status`` workers of each status that reported last (2 round trips, the same
+    bytes however many workers there are: no index names the workers of a queue, so a
+    bigger fleet is named in part; :class:`Fleet` has every queue's thread count to say how
+    many threads were not named). Workers an older ztq left without a summary are read as
+    :func:`fleet` reads them."""
+    now = now or time.time()
+    cut = (now - lost_after) * 1000
+    k = storage.keys
+    with storage.guard():
+        pipe = storage.client.pipeline(transaction=False)
+        for band in range(len(STATUSES) - 1):  # the live ones of every status but stopped
+            top, live = f"({(band + 1) * BAND}", band * BAND + cut
+            pipe.zrevrangebyscore(k.worker_states, top, live, start=0, num=per_status)
+        pipe.zcard(k.seen)
+        pipe.zcard(k.worker_names)
+        *bands, n_seen, n_named = pipe.execute()
+        ids = sorted({wid for band in bands for wid in band})
+        summaries = storage.client.hmget(k.worker_summaries, ids) if ids else []
+    out: dict[str, list[tuple[str, int]]] = {}
+    for wid, summary in zip(ids, summaries, strict=True):
+        for queue, n in parse_summary(summary)[2].items():
+            out.setdefault(queue, []).append((wid, n))
+    if n_seen != n_named:
+        for info in _Unsummarized(storage, lost_after, now).infos.values():
+            if count_key(info.status) not in ("lost", "stopped"):
+                for queue, n in parse_summary(summarize(info.data))[2].items():
+                    out.setdefault(queue, []).append((info.id, n))
+    for rows in out.values():
+        rows.sort()
+    return Serving(out, partial=any(len(band) >= per_status for band in bands))
+
+
+def worker_ips(storage: Storage, ids: list[str]) -> dict[str, str]:
+    """The IP each of these workers reported in its heartbeat (one round trip); workers
+    forgotten already are left out."""
+    wanted = sorted(set(ids))[:1000]
+    return {w.id: str(w.get("ip") or "") for w in read_workers(storage, wanted) if w.get("ip")}
+
+
 @dataclass
 class WorkerPage:
     workers: list[WorkerInfo]

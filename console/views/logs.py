@@ -23,7 +23,7 @@ from ztq.core.calls import TaskCall
 from ztq.core.errors import ZtqError
 from ztq.core.filters import fields_matcher, task_matcher
 from ztq.core.storage import EnqueueEntry
-from ztq.core.workers import set_cron_enabled
+from ztq.core.workers import set_cron_enabled, worker_ips
 
 STATUSES = ("done", "failed", "retry")
 KINDS = ("start", "stop", "reboot", "lost", "config", "command", "forget")
@@ -47,7 +47,14 @@ def history_page(request: Any) -> dict[str, Any]:
         request.storage, "history", queues, _cursor(request), page_size(request), match=match
     )
     menu = logical_queues(request)
-    return {"filters": filters, "queues": menu, "page": page, "statuses": STATUSES}
+    ips = ips_of(request, page.rows)
+    return {"filters": filters, "queues": menu, "page": page, "statuses": STATUSES, "ips": ips}
+
+
+def ips_of(request: Any, rows: list[Any]) -> dict[str, str]:
+    """The IP of each worker named on a page of stream entries, from its heartbeat (ZTQ's
+    logs showed the server); a worker forgotten since has none."""
+    return worker_ips(request.storage, [str(e.get("worker") or "") for e in rows][:500])
 
 
 @view_config(route_name="events", request_method="GET", renderer="events.jinja2")
@@ -61,7 +68,7 @@ def events_page(request: Any) -> dict[str, Any]:
     page = streams.stream_page(
         request.storage, "events", cursor=_cursor(request), limit=page_size(request), match=match
     )
-    return {"filters": filters, "page": page, "kinds": KINDS}
+    return {"filters": filters, "page": page, "kinds": KINDS, "ips": ips_of(request, page.rows)}
 
 
 @view_config(route_name="audit", request_method="GET", renderer="audit.jinja2")

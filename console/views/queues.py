@@ -22,6 +22,7 @@ from ztq.core import monitor, timings
 from ztq.core import overview as overview_
 from ztq.core.errors import InvalidOption
 from ztq.core.keys import split_shard
+from ztq.core.workers import serving
 
 
 def overview(
@@ -56,7 +57,14 @@ def queues_page(request: Any) -> dict[str, Any]:
             "failed_hour",
         )
     }
-    return {"queues": queues, "totals": totals}
+    return {"queues": queues, "totals": totals, "serving": served_by(request, queues)}
+
+
+def served_by(request: Any, queues: list[dict[str, Any]]) -> dict[str, list[tuple[str, int]]]:
+    """The live workers serving each of these queues (ZTQ's 工作端 column), by row name."""
+    lost_after = request.registry.ztq_settings.lost_after
+    workers = serving(request.storage, lost_after).workers
+    return {q["name"]: workers.get(split_shard(q["name"])[0], []) for q in queues}
 
 
 @view_config(route_name="queue", request_method="GET", renderer="queue.jinja2")
@@ -73,7 +81,8 @@ def queue_page(request: Any) -> dict[str, Any]:
     q["max_running"] = request.storage.queue_config(name).get("max_running")
     times = {which: timechart(day, which) for which in ("wait", "run")}
     return {"q": q, "shards": shards, "shard_of": split_shard(name)[0] if is_shard else "",
-            "page": page, "start": start, "limit": limit, "times": times}  # fmt: skip
+            "page": page, "start": start, "limit": limit, "times": times,
+            "serving": served_by(request, [q])[q["name"]]}  # fmt: skip
 
 
 @view_config(route_name="queue_state", request_method="POST", permission=OPERATE)

@@ -72,7 +72,8 @@ def worker_page(request: Any) -> dict[str, Any]:
     events = streams.stream_page(
         request.storage, "events", limit=20, match=fields_matcher(worker=wid), budget=2000
     )
-    return {"w": models.worker_view(info, recs), "events": events}
+    w = models.worker_view(info, recs)
+    return {"w": w, "events": events, "ips": {w["id"]: w["ip"]} if w["ip"] else {}}
 
 
 @view_config(route_name="workers", request_method="POST", permission=OPERATE)
