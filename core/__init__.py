@@ -10,13 +10,17 @@ from ztq.core.app import (
     lookup,
     registered,
     remove_cron,
+    subscribe_task,
     task,
     use_transaction_manager,
 )
+from ztq.core.broadcast import BroadcastHandle, BroadcastRun, broadcast_handle
 from ztq.core.calls import TaskCall, task_id_for
+from ztq.core.channels import Channel, Message, Subscriber, channel
 from ztq.core.connection import connect, disconnect_all, get_storage
 from ztq.core.cron import CronTable
 from ztq.core.errors import (
+    ChannelFull,
     ConfigError,
     ConnectionFailed,
     InvalidName,
@@ -28,10 +32,12 @@ from ztq.core.errors import (
     SerializationError,
     StaleLease,
     TaskFailed,
+    TransferFailed,
     UnknownTask,
     UnsupportedTask,
     ZtqError,
 )
+from ztq.core.files import FileReceiver, ReceivedFile, SentFile, publish_file, receive_file
 from ztq.core.handle import TaskHandle, ping
 from ztq.core.record import TaskRecord
 from ztq.core.registry import TaskFunction
@@ -41,19 +47,28 @@ from ztq.core.transaction import DataManager, transaction
 
 __all__ = [
     "App",
+    "BroadcastHandle",
+    "BroadcastRun",
+    "Channel",
+    "ChannelFull",
     "ConfigError",
     "ConnectionFailed",
     "CronTable",
     "DataManager",
+    "FileReceiver",
     "InvalidName",
     "InvalidOption",
+    "Message",
     "NotFound",
     "PayloadError",
     "ResultTimeout",
     "Priority",
     "Retry",
+    "ReceivedFile",
+    "SentFile",
     "SerializationError",
     "StaleLease",
+    "Subscriber",
     "TaskFailed",
     "Storage",
     "TaskCall",
@@ -61,10 +76,13 @@ __all__ = [
     "TaskHandle",
     "TaskRecord",
     "TaskState",
+    "TransferFailed",
     "UnknownTask",
     "UnsupportedTask",
     "ZtqError",
     "add_cron",
+    "broadcast_handle",
+    "channel",
     "configure_queue",
     "connect",
     "cron_entries",
@@ -74,8 +92,11 @@ __all__ = [
     "load_app",
     "lookup",
     "ping",
+    "publish_file",
+    "receive_file",
     "registered",
     "remove_cron",
+    "subscribe_task",
     "task",
     "task_id_for",
     "transaction",

@@ -24,6 +24,7 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
+from ztq.core.channels import Subscription
 from ztq.core.connection import Connections
 from ztq.core.cron import DEFAULT_GRACE, CronEntry, CronSchedule
 from ztq.core.errors import ConfigError
@@ -73,6 +74,11 @@ class App:
         self.async_connections: dict[tuple[str, int], Any] = {}  # (name, event loop) -> conn
         self.registry = Registry()
         self.cron = CronSchedule()
+        # what the app's workers do with channels (docs/channels.md): the tasks subscribed
+        # to channels, and how many seconds of broadcasts sent before it started a worker
+        # runs (0: none; float("inf"): every one still kept)
+        self.subscriptions: dict[tuple[str, str], Subscription] = {}
+        self.broadcast_catch_up = 0.0
         self.joins_transactions = False  # see use_transaction_manager()
         # the built-in policies (docs/middleware.md), unless the list is given whole
         self.middleware = Chain(default_middleware() if middleware is None else middleware)
@@ -231,6 +237,25 @@ class App:
         two runs at once, however many workers serve it); None lifts the limit."""
         self.connections.get(connection).configure(queue, max_running=max_running)
 
+    # -- channels ----------------------------------------------------------------------------
+    def subscribe_task(
+        self,
+        channel: str,
+        task: TaskFunction[Any, Any] | str,
+        *,
+        name: str | None = None,
+        start: str = "new",
+        connection: str = "default",
+    ) -> Subscription:
+        """Subscribe a task to a channel: the workers serving the task's queue read the
+        channel as subscriber ``name`` (default: the task's name) and turn each JSON message
+        into a run of the task, called with the message's value. The subscriber is made
+        when the first such worker starts (``start="all"``: with the messages held then)."""
+        task_name = task if isinstance(task, str) else task.name
+        sub = Subscription(channel, task_name, name or task_name, start, connection)
+        self.subscriptions[(channel, sub.name)] = sub
+        return sub
+
     # -- enqueue side ------------------------------------------------------------------------
     def ping(
         self, task: TaskHandle | str, queue: str | None = None, *, connection: str = "default"
@@ -311,6 +336,20 @@ else:
 def configure_queue(queue: str, *, max_running: int | None, connection: str = "default") -> None:
     """:meth:`App.configure_queue` of the default app."""
     default_app().configure_queue(queue, max_running=max_running, connection=connection)
+
+
+def subscribe_task(
+    channel: str,
+    task: TaskFunction[Any, Any] | str,
+    *,
+    name: str | None = None,
+    start: str = "new",
+    connection: str = "default",
+) -> Subscription:
+    """:meth:`App.subscribe_task` of the default app."""
+    return default_app().subscribe_task(
+        channel, task, name=name, start=start, connection=connection
+    )
 
 
 def lookup(name: str) -> TaskFunction[Any, Any]:

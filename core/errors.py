@@ -88,3 +88,13 @@ class NotReplicated(ZtqError):
             "confirmed them in time: a failover now could lose them (enqueueing again is safe)"
         )
         self.handles, self.confirmed, self.wanted = handles, confirmed, wanted
+
+
+class ChannelFull(ZtqError):
+    """A channel holds as many messages as its cap allows: its slowest subscriber has not
+    acknowledged them yet (or a subscriber stopped reading: unsubscribe it)."""
+
+
+class TransferFailed(ZtqError):
+    """A file sent through a channel did not arrive whole: its size or SHA-256 differ from
+    what the sender announced, or a part of it was never received."""

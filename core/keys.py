@@ -62,6 +62,15 @@ def split_shard(name: str) -> tuple[str, int]:
     return (m.group(1), int(m.group(2))) if m else (name, 0)
 
 
+def check_channel(name: str) -> str:
+    """Return ``name`` if it is a usable channel name (as a queue name), else raise."""
+    if not isinstance(name, str) or not QUEUE_NAME.match(name):
+        raise InvalidName(
+            f"channel name {name!r} is not allowed: use 1-64 letters, digits, '_', '.' or '-'"
+        )
+    return name
+
+
 def check_physical(name: str) -> str:
     """Return ``name`` if it is a queue or one of its shards (``mail~2``), else raise."""
     m = SHARD_NAME.match(name) if isinstance(name, str) else None
@@ -180,6 +189,49 @@ class Keys:
     # -- per worker --------------------------------------------------------------------------
     def worker_cmd(self, worker_id: str) -> str:
         return f"{self.prefix}:{{ztq}}:w:{worker_id}:cmd"
+
+    # -- broadcasts (docs/channels.md): a queue's keys, so they share its slot --------------
+    def broadcasts(self, queue: str) -> str:
+        """Stream of the broadcasts sent to the queue's workers, capped: each worker reads it
+        from its own position (held in the worker), so every worker runs every entry."""
+        return self._q(queue, "broadcasts")
+
+    def broadcast(self, queue: str, broadcast_id: str) -> str:
+        """One broadcast: when it was sent, the workers it was meant for, each one's run."""
+        return self._q(queue, f"broadcast:{broadcast_id}")
+
+    def broadcast_runs(self, queue: str) -> str:
+        """Stream of broadcast runs starting and ending (what a waiting sender blocks on)."""
+        return self._q(queue, "broadcast-runs")
+
+    def listeners(self, queue: str) -> str:
+        """Zset: worker id -> until when (ms) it is known to read the queue's broadcasts."""
+        return self._q(queue, "listeners")
+
+    def listeners_joined(self, queue: str) -> str:
+        """Hash: worker id -> the newest broadcast when it joined (it runs later ones)."""
+        return self._q(queue, "listeners:joined")
+
+    # -- channels (docs/channels.md): each channel is a slot of its own ---------------------
+    @property
+    def channels(self) -> str:
+        """Set of the channel names published to or subscribed to (the console's list)."""
+        return f"{self.prefix}:{{ztq}}:channels"
+
+    def _ch(self, channel: str, suffix: str) -> str:
+        return f"{self.prefix}:{{ch:{channel}}}:{suffix}"
+
+    def messages(self, channel: str) -> str:
+        """A channel's stream; every subscriber is a consumer group of it."""
+        return self._ch(channel, "messages")
+
+    def channel_meta(self, channel: str) -> str:
+        """A channel's counters and settings: cap, published, dropped, sub:<name> (since)."""
+        return self._ch(channel, "meta")
+
+    def channel_room(self, channel: str) -> str:
+        """Wake-up tokens for publishers waiting for room in a full channel (a hint, <= 16)."""
+        return self._ch(channel, "room")
 
 
 def login_digest(text: str) -> str:

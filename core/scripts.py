@@ -36,6 +36,10 @@ NAMES = (
     "session",
     "token",
     "alerts",
+    "broadcast",
+    "broadcast_run",
+    "listen",
+    "channel",
 )
 
 Op = tuple[str, Sequence[str], Sequence[Any]]  # (script name, keys, args)
