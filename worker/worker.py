@@ -29,6 +29,7 @@ from ztq.core.workers import (
     write_heartbeat,
 )
 from ztq.worker.async_pool import AsyncExecutor
+from ztq.worker.channels import WorkerChannels
 from ztq.worker.config import MAX_ASYNC, MAX_THREADS, ThreadSpec, WorkerConfig
 from ztq.worker.execute import wrong_pool
 from ztq.worker.executor import BaseExecutor, Executor
@@ -78,6 +79,7 @@ class Worker:
         # queue -> its shards (just the queue when it has none), from the config, the app's
         # tasks and the shards producers registered (refreshed every heartbeat)
         self.shards: dict[str, tuple[str, ...]] = {}
+        self.channels = WorkerChannels(self)  # broadcasts and subscribed tasks
 
     # -- setup -------------------------------------------------------------------------------
     def setup(self) -> None:
@@ -166,6 +168,7 @@ class Worker:
         now = time.time() if now is None else now
         self.renew_leases()
         self.heartbeat()
+        self.channels.beat()
         known = self.storage.queues()
         self.refresh_shards(known)
         for queue in known:
@@ -412,6 +415,7 @@ class Worker:
         self.setup()
         self.app.middleware.notify("worker_start", self)
         self.start_executors()
+        self.channels.start()
         self.scheduler = Scheduler(self)
         self.scheduler.start()
         self.timeouts.start()
@@ -448,6 +452,7 @@ class Worker:
                     self.renew_leases()
                     self.heartbeat()
                 ex.join(min(self.cfg.heartbeat, max(0.0, deadline - time.monotonic())))
+        self.channels.stop(deadline)
         with contextlib.suppress(ZtqError):
             for ex in self.executors:
                 if ex.is_alive():  # still running after the grace period: hand its tasks back

@@ -1,0 +1,157 @@
+"""Broadcasts and subscribed tasks with in-process workers on a real redis-server: who runs
+a broadcast, what the handle says, what a paused, stopped or dead worker does."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import ztq.core as ztq
+from tests import channel_tasks as t
+from tests.worker.conftest import wait_for
+from ztq.core.broadcast import listen_op
+from ztq.worker.worker import Worker
+
+IMPORTS = ("tests.channel_tasks",)
+
+
+def web_worker(start_worker: Callable[..., Worker], name: str, **options: object) -> Worker:
+    """A worker serving queue web, once it reads the queue's broadcasts."""
+    w = start_worker({"web": 1}, name=name, imports=IMPORTS, **options)
+    wait_for(lambda: all("web" in r.positions for r in w.channels.readers.values()))
+    return w
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def test_each_live_worker_runs_a_broadcast_once_and_the_handle_says_how(
+    start_worker: Callable[..., Worker], tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    web_worker(start_worker, "a")
+    web_worker(start_worker, "b")
+    start_worker({"other": 1}, name="elsewhere", imports=IMPORTS)  # does not serve web
+    h = t.note.broadcast(str(out), "hi")
+    assert h.targets == ("a", "b") and h.task == "tests.channel_tasks.note"
+    runs = h.wait(timeout=10)
+    assert [(r.worker, r.state, r.expected) for r in runs] == [("a", "done", True),
+                                                              ("b", "done", True)]  # fmt: skip
+    assert all(r.result == {"pid": r.result["pid"], "text": "hi"} for r in runs)
+    assert all(r.started is not None and r.ended is not None and r.ended >= r.started for r in runs)
+    assert len(lines(out)) == 2
+    again = ztq.broadcast_handle("web", h.id)
+    assert again.targets == h.targets and again.runs() == runs
+
+    bad = t.refuse.broadcast("no config here")
+    assert [(r.state, r.error) for r in bad.wait(timeout=10)] == [
+        ("failed", "RuntimeError: no config here")
+    ] * 2
+    # a worker joining now does not run the old ones; a new one it does
+    web_worker(start_worker, "c")
+    later = t.note.broadcast(str(out), "later")
+    assert [r.worker for r in later.wait(timeout=10)] == ["a", "b", "c"]
+    assert [r.worker for r in h.runs()] == ["a", "b"]
+    assert sorted(x.split()[1] for x in lines(out)) == ["hi", "hi", "later", "later", "later"]
+
+
+def test_a_worker_asked_to_catch_up_runs_what_was_sent_before_it_started(
+    start_worker: Callable[..., Worker], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "out"
+    web_worker(start_worker, "first")
+    old = t.note.broadcast(str(out), "old")
+    old.wait(timeout=10)
+    monkeypatch.setattr(ztq.default_app(), "broadcast_catch_up", 60.0)
+    web_worker(start_worker, "catcher")
+    wait_for(lambda: [r.worker for r in old.runs() if r.state == "done"] == ["catcher", "first"])
+    assert not old.runs()[0].expected  # it was not live when the broadcast went out
+
+
+def test_a_paused_worker_holds_broadcasts_until_it_resumes(
+    start_worker: Callable[..., Worker], tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    busy = web_worker(start_worker, "busy")
+    web_worker(start_worker, "free")
+    busy.handle_command({"cmd": "pause"})
+    h = t.note.broadcast(str(out), "x")
+    with pytest.raises(ztq.ResultTimeout, match="busy pending"):
+        h.wait(timeout=0.5)  # still a target: its presence is renewed while paused
+    assert {r.worker: r.state for r in h.runs()} == {"busy": "pending", "free": "done"}
+    busy.handle_command({"cmd": "resume"})
+    assert [r.state for r in h.wait(timeout=10)] == ["done", "done"]
+
+
+def test_a_paused_queue_holds_its_broadcasts(
+    start_worker: Callable[..., Worker], tmp_path: Path
+) -> None:
+    web_worker(start_worker, "w")
+    ztq.get_storage().pause("web")
+    h = t.note.broadcast(str(tmp_path / "out"), "x")
+    with pytest.raises(ztq.ResultTimeout):
+        h.wait(timeout=0.5)
+    ztq.get_storage().resume("web")
+    assert [r.state for r in h.wait(timeout=10)] == ["done"]
+
+
+def test_a_stopped_worker_leaves_and_a_dead_one_is_reported_lost(
+    start_worker: Callable[..., Worker], tmp_path: Path
+) -> None:
+    storage = ztq.get_storage()
+    leaving = web_worker(start_worker, "leaving")
+    web_worker(start_worker, "staying")
+    leaving.request_stop()
+    wait_for(lambda: storage.client.zscore(storage.keys.listeners("web"), "leaving") is None)
+    assert t.note.broadcast(str(tmp_path / "out"), "x").targets == ("staying",)
+
+    # a listener that stops beating (killed -9): counted on until its presence runs out
+    storage.call(*listen_op(storage, "web", "join", "ghost", 300))
+    h = t.note.broadcast(str(tmp_path / "out"), "y")
+    assert h.targets == ("ghost", "staying")
+    started = time.monotonic()
+    runs = h.wait(timeout=10)  # wakes up when the ghost's presence ends, not later
+    assert {r.worker: r.state for r in runs} == {"ghost": "lost", "staying": "done"}
+    assert time.monotonic() - started < 2.0
+
+
+def test_a_listener_that_restarted_will_not_run_what_it_missed(
+    start_worker: Callable[..., Worker], tmp_path: Path
+) -> None:
+    storage = ztq.get_storage()
+    storage.call(*listen_op(storage, "web", "join", "box", 60_000))
+    h = t.note.broadcast(str(tmp_path / "out"), "x")
+    assert [r.state for r in h.runs()] == ["pending"]
+    storage.call(*listen_op(storage, "web", "join", "box", 60_000))  # started again
+    assert [r.state for r in h.wait(timeout=1)] == ["lost"]
+
+
+def test_a_broadcast_to_nobody_has_no_runs(redis_url: str) -> None:
+    h = t.note.broadcast("/nonexistent", "x")
+    assert h.targets == () and h.wait(timeout=1) == []
+    with pytest.raises(ztq.NotFound):
+        ztq.broadcast_handle("web", "f" * 32)
+
+
+def test_a_subscribed_task_runs_once_per_message(
+    start_worker: Callable[..., Worker], tmp_path: Path
+) -> None:
+    out = tmp_path / "orders.jsonl"
+    w1 = start_worker({"audit": 1}, name="au-1", imports=IMPORTS)
+    start_worker({"audit": 1}, name="au-2", imports=IMPORTS)  # the same subscriber: shared
+    orders = ztq.channel("test-orders")
+    wait_for(lambda: [s.consumers for s in orders.info().subscribers] == [2])
+    for i in range(20):
+        assert orders.publish({"order": i, "out": str(out)})
+    wait_for(lambda: len(lines(out)) == 20)
+    assert sorted(json.loads(x)["order"] for x in lines(out)) == list(range(20))
+    [sub] = orders.info().subscribers
+    assert (sub.name, sub.lag) == ("tests.channel_tasks.record", 0)
+    wait_for(lambda: orders.info().held == 0)
+    # the runs are ordinary tasks of queue audit, with ids made from the messages
+    assert w1.storage.client.hlen(w1.storage.keys.tasks("audit")) == 20
