@@ -27,6 +27,8 @@ PLACEHOLDERS = {
     "digest": "<id>",
     "handle": "<id>",
     "token_id": "<id>",
+    "broadcast_id": "<id>",
+    "channel": "<channel>",
 }
 
 
@@ -75,7 +77,7 @@ def test_key_table_lists_exactly_the_keys_the_code_spells() -> None:
 def _pattern(doc_key: str, prefix: str) -> re.Pattern[str]:
     escaped = re.escape(doc_key.replace("ztq:", f"{prefix}:", 1))
     escaped = escaped.replace(re.escape("{q}"), r"\{[^}]+\}")
-    for holder in ("<level>", "<minute>", "<slot>", "<id>"):
+    for holder in ("<level>", "<minute>", "<slot>", "<id>", "<channel>"):
         escaped = escaped.replace(re.escape(holder), r"[^:{}]+")
     return re.compile(f"^{escaped}$")
 
@@ -104,6 +106,15 @@ def test_every_key_exists_with_the_documented_type(redis_url: str) -> None:
                  via="password", ip="192.0.2.1", ua="test")  # fmt: skip
     create_token(storage, "prometheus", "viewer", 30)
     scenario.log(storage, "audit-probe", "ops")  # events
+    from ztq.core.broadcast import listen_op, record_run
+
+    storage.call(*listen_op(storage, "reports", "join", "mailer-1", 60_000))  # listeners
+    sent = t.noop.broadcast()  # the queue's broadcasts and this one's record
+    record_run(storage, sent.queue, sent.id, "mailer-1", "running")  # broadcast-runs
+    news = ztq.channel("news")  # the channel index, its messages and meta
+    reader = news.subscribe("audit")
+    news.publish({"n": 1})
+    reader.ack(*reader.read())  # trimmed: a wake-up token in room
     storage.client.xadd(storage.keys.audit, {"who": "ops", "what": "redo"})
     from ztq.core.alert_rules import parse_rules
     from ztq.core.alerts import Alerter, AlertSettings
