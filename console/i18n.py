@@ -23,6 +23,7 @@ ENGLISH_ONE: dict[str, str] = {
     "Ended {n} session(s).": "Ended {n} session.",
     "and {n} more threads": "and {n} more thread",
     "lost its worker {n} times": "lost its worker once",
+    "{n} more channels are not shown.": "{n} more channel is not shown.",
     "{n} failed tasks": "{n} failed task",
     "{n} leased tasks": "{n} leased task",
     "{n} queues": "{n} queue",

@@ -28,6 +28,7 @@ NAV = (
     ("scheduled", "Scheduled"),
     ("history", "History"),
     ("events", "Worker log"),
+    ("channels", "Channels"),
     ("audit", "Audit"),
     ("alerts", "Alerts"),
     ("sessions", "Sessions"),

@@ -41,6 +41,7 @@ ROUTES = (
     ("events", "/log"),
     ("audit", "/audit"),
     ("alerts", "/alerts"),
+    ("channels", "/channels"),
     # who is signed in
     ("sessions", "/sessions"),
     ("session_end", "/sessions/end"),

@@ -53,6 +53,10 @@ def console(settings: dict[str, Any], store: Storage) -> Iterator[Console]:
     done = t.add.enqueue((1, 2), queue="done")
     scenario.work(store, "done")  # a finished task: its page lists its runs
     ids["done"] = done.id
+    orders = ztq.channel("orders")  # the channels page: a subscriber that lags, a broadcast
+    orders.subscribe("audit").read()
+    orders.publish({"order": 1})
+    t.noop.broadcast()
     wsgi = main({}, **settings, **{"ztq.alerts.rules": "no_worker *", "ztq.alerts.every": "0.2"})
     alerter = wsgi.registry.ztq_alerter
     srv = StopableWSGIServer.create(wsgi)
@@ -98,6 +102,7 @@ def listing_pages(ids: dict[str, Any]) -> list[str]:
         "/log",
         "/audit",
         "/alerts",
+        "/channels",
         "/sessions",
         "/search?q=disk",
         f"/tasks/{ids['done']}?queue=done",
