@@ -4,15 +4,17 @@ a broadcast, what the handle says, what a paused, stopped or dead worker does.""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import ztq.core as ztq
 from tests import channel_tasks as t
-from tests.worker.conftest import wait_for
+from tests.worker.conftest import FAST, wait_for
 from ztq.core.broadcast import listen_op
 from ztq.worker.worker import Worker
 
@@ -155,3 +157,36 @@ def test_a_subscribed_task_runs_once_per_message(
     wait_for(lambda: orders.info().held == 0)
     # the runs are ordinary tasks of queue audit, with ids made from the messages
     assert w1.storage.client.hlen(w1.storage.keys.tasks("audit")) == 20
+
+
+@pytest.mark.cluster
+def test_on_a_cluster_one_reader_per_queue_runs_each_queues_broadcasts(
+    redis_cluster: Any, tmp_path: Path
+) -> None:
+    """Queues in different slots: one XREAD cannot span them, so a reader each."""
+    from ztq.core.broadcast import send_broadcast
+    from ztq.worker.config import ThreadSpec, WorkerConfig
+
+    redis_cluster.flush()
+    storage = ztq.connect(redis_cluster.url)
+    queues = ("alpha", "bravo")
+    assert len({storage.client.keyslot(storage.keys.broadcasts(q)) for q in queues}) == 2
+    cfg = WorkerConfig(redis_url="redis+cluster://unused", name="c-1", imports=IMPORTS,
+                       threads=(ThreadSpec("both", queues),),
+                       **{**FAST, "heartbeat": 0.3, "lease": 2.0})  # fmt: skip
+    worker = Worker(cfg, storage)
+    th = threading.Thread(target=worker.run, daemon=True)
+    th.start()
+    try:
+        wait_for(lambda: sorted(q for r in worker.channels.readers.values() for q in r.positions)
+                 == list(queues))  # fmt: skip
+        assert sorted(worker.channels.readers) == list(queues)
+        out = tmp_path / "out"
+        sent = [send_broadcast(t.note.prepare((str(out), q), queue=q)) for q in queues]
+        for h in sent:
+            assert [(r.worker, r.state) for r in h.wait(timeout=10)] == [("c-1", "done")]
+        assert sorted(x.split()[1] for x in lines(out)) == ["alpha", "bravo"]
+    finally:
+        worker.request_stop()
+        th.join(20)
+        ztq.disconnect_all()
