@@ -140,8 +140,9 @@ def _broadcast(self: TaskFunction[Any, Any], *args: Any, **kwargs: Any) -> Broad
     return send_broadcast(self.prepare(args, kwargs))
 
 
-# ``fn.broadcast(...)`` on every task. It belongs in TaskFunction (core/registry.py); it is
-# attached here while that file is being changed by other work (see docs/channels.md).
+# ``fn.broadcast(...)`` on every task. Its place is a method of TaskFunction in
+# core/registry.py, which this change left alone; until it moves there it is attached here
+# (ztq.core imports this module), and type checkers do not see it.
 TaskFunction.broadcast = _broadcast  # type: ignore[attr-defined]
 
 

@@ -114,7 +114,9 @@ def publish_file(
     with source.open("rb") as f:
         while block := f.read(chunk_size):
             digest.update(block)
-            send([b"k", b"fc", b"f", file_id.encode(), b"o", str(offset).encode(), b"d", block])
+            fields = [b"k", b"fc", b"f", file_id.encode(), b"o", str(offset).encode(), b"d", block]
+            if send(fields) is None:  # every subscriber left meanwhile: nobody to send to
+                return SentFile(file_id, shown, size, "", chunks, delivered=False)
             offset += len(block)
     if offset != size:
         raise TransferFailed(f"{source} changed while it was sent ({size} then {offset} bytes)")

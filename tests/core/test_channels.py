@@ -234,3 +234,25 @@ def test_the_broadcast_scripts_keep_one_slot_on_every_server(storage: Storage) -
     assert (run.state, run.result, run.ended is not None) == ("done", [1], True)
     assert not record_run(storage, "default", "f" * 32, "box-2", "done")  # expired: logged
     assert storage.client.xlen(storage.keys.broadcast_runs("default")) == 3
+
+
+def test_a_file_stops_when_its_last_subscriber_leaves(storage: Storage, tmp_path: Path) -> None:
+    (tmp_path / "f").write_bytes(bytes(300))  # a beginning, 3 chunks, an end: 5 messages
+    ch = ztq.channel("leaving")
+    ch.subscribe("only")
+    got: list[ztq.SentFile] = []
+    sender = threading.Thread(
+        target=lambda: got.append(
+            publish_file(ch, tmp_path / "f", chunk_size=100, window=2, timeout=10)
+        )
+    )
+    sender.start()
+    key, last = storage.keys.messages("leaving"), "0-0"
+    while held(storage, "leaving") < 2:  # the window is full: the sender waits for room
+        for _, entries in storage.client.xread({key: last}, block=5000) or []:
+            last = entries[-1][0]
+    assert ch.unsubscribe("only")  # then the subscriber goes
+    sender.join(15)
+    assert got and not got[0].delivered  # the rest was not sent to nobody
+    assert held(storage, "leaving") == 0
+    assert int(storage.client.hget(storage.keys.channel_meta("leaving"), "dropped")) == 1
