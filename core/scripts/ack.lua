@@ -22,7 +22,7 @@ for i = 4, #ARGV, 4 do
     redis.call('XADD', KEYS[6], 'MAXLEN', '~', maxlen, '*', 'id', id, 'task', name,
       'status', 'done', 'worker', worker, 'thread', meta.thread or '',
       'enqueued', meta.enqueued or 0, 'started', started, 'ended', now,
-      'runtime_ms', now - started, 'summary', '')
+      'runtime_ms', now - started, 'summary', '', 'comment', meta.comment or '')
     stats.done = (stats.done or 0) + 1
     count_run(stats, meta, now)
     local rerun = meta.rerun

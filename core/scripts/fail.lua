@@ -29,7 +29,8 @@ redis.call('ZREM', KEYS[2], id)
 redis.call('XADD', KEYS[6], 'MAXLEN', '~', maxlen, '*', 'id', id, 'task', name,
   'status', retry >= 0 and 'retry' or 'failed', 'worker', worker, 'thread', meta.thread or '',
   'enqueued', meta.enqueued or 0, 'started', started, 'ended', now,
-  'runtime_ms', now - started, 'summary', utf8_head(err, 200))
+  'runtime_ms', now - started, 'summary', utf8_head(err, 200),
+  'comment', meta.comment or '')
 local stats = {failed = 1}
 count_run(stats, meta, now)
 save_stats(stats, KEYS[7], KEYS[13], KEYS[14])

@@ -80,11 +80,6 @@ def test_a_real_worker_as_ztqs_operators_saw_it(
     assert 'value="stop"' not in page  # nothing offers to run it again either
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the comment of a run reaches history only when ack.lua and fail.lua write "
-    "meta.comment into the history entry (core/scripts/, another engineer's files)",
-)
 def test_history_shows_the_comment_a_run_reported(
     operator: TestApp, store: Storage, box: subprocess.Popen[bytes]
 ) -> None:
@@ -153,8 +148,8 @@ def test_worker_log_and_history_show_the_ip(operator: TestApp, store: Storage) -
 def test_history_shows_a_comment_escaped_where_the_entry_has_one(
     operator: TestApp, store: Storage
 ) -> None:
-    """The page's side of the comment column, on an entry as ack.lua would write it with
-    the comment (see the xfail test above for the script's side)."""
+    """The page's side of the comment column, on an entry as ack.lua writes it with the
+    comment (the test above runs a real worker)."""
     store.register_queue("mail")
     store.client.xadd(store.keys.history("mail"), {
         "id": "abc", "task": "app.convert", "status": "done", "worker": "w", "thread": "t",
