@@ -235,8 +235,9 @@ def test_a_50mb_file_reaches_3_subscribers_one_killed_and_restarted(
     # each group got to know its reader in round 1 (a consumer entry); nothing since
     assert measured.end_stream == measured.base_stream
     # back to the byte in most runs; in some, Redis keeps another buffer or two of 24 KB
-    # it grew at a busy moment (no key holds it): far below one chunk
-    assert abs(measured.end_mem - measured.base_mem) <= 64 * 1024, measured
+    # it grew at a busy moment (no key holds it): far below one chunk. On a server earlier
+    # tests used it may end lower: it let go of buffers of theirs meanwhile
+    assert measured.end_mem - measured.base_mem <= 64 * 1024, measured
 
 
 def worker(
