@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 from ztq.core.calls import TaskCall
 from ztq.core.errors import NotFound, ResultTimeout
 from ztq.core.handle import app_or_default
-from ztq.core.registry import TaskFunction
 from ztq.core.scripts import Op
 from ztq.core.storage import Storage, block_ms, tail_id
 
@@ -131,19 +130,6 @@ def broadcast_handle(
     targets = tuple(w for w in (rec[2] or "").split("\n") if w)
     return BroadcastHandle(broadcast_id, queue, rec[0] or "", int(rec[1]) / 1000, targets,
                            connection, app)  # fmt: skip
-
-
-def _broadcast(self: TaskFunction[Any, Any], *args: Any, **kwargs: Any) -> BroadcastHandle:
-    """Run the task once on every live worker that serves its queue (reload a config,
-    clear a local cache); returns a :class:`BroadcastHandle` that lists and waits for each
-    worker's run. Workers that start later do not run it (see ``App.broadcast_catch_up``)."""
-    return send_broadcast(self.prepare(args, kwargs))
-
-
-# ``fn.broadcast(...)`` on every task. Its place is a method of TaskFunction in
-# core/registry.py, which this change left alone; until it moves there it is attached here
-# (ztq.core imports this module), and type checkers do not see it.
-TaskFunction.broadcast = _broadcast  # type: ignore[attr-defined]
 
 
 # -- reading runs ---------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from ztq.core.states import Priority
 
 if TYPE_CHECKING:
     from ztq.core.app import App
+    from ztq.core.broadcast import BroadcastHandle
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -132,6 +133,14 @@ class TaskFunction(Generic[P, R]):
         from ztq.core.aio import asend
 
         return await asend(self.prepare(args, kwargs))
+
+    def broadcast(self, *args: P.args, **kwargs: P.kwargs) -> BroadcastHandle:
+        """Run the task once on every live worker that serves its queue (reload a config,
+        clear a local cache); the handle lists and waits for each worker's run. Workers
+        that start later do not run it (see ``App.broadcast_catch_up``, docs/channels.md)."""
+        from ztq.core.broadcast import send_broadcast
+
+        return send_broadcast(self.prepare(args, kwargs))
 
     def handle(self, task_id: str) -> TaskHandle[R]:
         """The handle of a task of this function from its id (its queue, or the shard of the
