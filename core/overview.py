@@ -14,7 +14,7 @@ from typing import Any
 
 from ztq.core import monitor, timings
 from ztq.core.calls import TASK_ID
-from ztq.core.keys import QUEUE_NAME, split_shard
+from ztq.core.keys import QUEUE_NAME, SHARD_NAME, split_shard
 from ztq.core.record import TaskRecord
 from ztq.core.storage import Storage
 from ztq.core.workers import WorkerInfo, WorkerPage, fleet, list_workers, page_workers
@@ -124,7 +124,8 @@ def fleet_dict(storage: Storage, lost_after: float) -> dict[str, Any]:
 
 
 def _valid_pair(queue: str, task_id: str) -> bool:
-    return bool(QUEUE_NAME.match(queue) and TASK_ID.match(task_id))
+    """A (queue or shard, task id) a heartbeat may name."""
+    return bool((QUEUE_NAME.match(queue) or SHARD_NAME.match(queue)) and TASK_ID.match(task_id))
 
 
 def _cut(text: str, limit: int) -> tuple[str, bool]:

@@ -158,3 +158,31 @@ def test_the_cli_sets_shows_and_lifts_a_running_limit(
     t.spread.delay(1)
     code, out = run("queue", "limit", "hot", "--max-running", "1")
     assert code != 0 and "is sharded" in out
+
+
+def test_a_run_in_a_shard_shows_its_progress_on_the_workers_page(
+    redis_url: str, start_worker: Callable[..., Worker], tmp_path: Path
+) -> None:
+    from ztq.core import keys, overview
+    from ztq.core.calls import TaskCall
+
+    worker = start_worker({"hot": 1})
+    release = tmp_path / "release"
+    task = "tests.sample_tasks.reports_then_waits"
+    args = next(  # arguments whose id hashes to a shard other than the first
+        a
+        for a in ([str(release), f"page {n}", 40] for n in range(20))
+        if keys.shard_for("hot", ztq.task_id_for("hot", task, a, {}), 3) != "hot"
+    )
+    h = TaskCall(task, tuple(args), queue="hot", shards=3).enqueue()
+    assert h.queue != "hot"
+
+    def shown() -> dict | None:
+        rows = overview.workers(ztq.get_storage(), 30)
+        runs = [c for r in rows if r["id"] == worker.id for c in r["current"] if c["id"] == h.id]
+        return runs[0] if runs and runs[0]["progress"] else None
+
+    run = wait_for(shown)
+    assert run["queue"] == h.queue and run["progress"]["pct"] == 40
+    release.write_text("go")
+    assert h.get(timeout=10) == "released"
