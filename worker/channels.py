@@ -22,6 +22,7 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ztq.core.broadcast import listen_op, read_broadcasts, record_run
@@ -42,6 +43,20 @@ LOOK_AGAIN = 0.5  # seconds between two looks at a paused worker's flag (no Redi
 PAUSED_QUEUES = 1.0  # seconds between two looks at paused queues
 
 
+def keep_reading(step: Callable[[float | None], int], stopping: threading.Event, what: str) -> None:
+    """Call ``step(READ_BLOCK)`` until the worker stops; a Redis error is logged and retried
+    with a doubling delay (0.1 s up to 5 s), so a reader outlives a failover."""
+    delay = 0.1
+    while not stopping.is_set():
+        try:
+            step(READ_BLOCK)
+            delay = 0.1
+        except ZtqError as exc:
+            log.warning("%s: %s; retrying", what, exc)
+            stopping.wait(delay)
+            delay = min(delay * 2, 5.0)
+
+
 class BroadcastReader(threading.Thread):
     """Reads and runs the broadcasts of a set of queues (of one slot on a Cluster)."""
 
@@ -56,15 +71,7 @@ class BroadcastReader(threading.Thread):
         self.unrecorded: tuple[str, str, Outcome] | None = None  # ran, end not yet written
 
     def run(self) -> None:
-        delay = 0.1
-        while not self.owner.stopping.is_set():
-            try:
-                self.step(READ_BLOCK)
-                delay = 0.1
-            except ZtqError as exc:
-                log.warning("broadcasts: %s; retrying", exc)
-                self.owner.stopping.wait(delay)
-                delay = min(delay * 2, 5.0)
+        keep_reading(self.step, self.owner.stopping, "broadcasts")
         try:
             self.flush()
         except ZtqError as exc:
@@ -194,17 +201,8 @@ class SubscriptionReader(threading.Thread):
         self.claimed_at = 0.0  # when it last took over what dead readers left
 
     def run(self) -> None:
-        delay = 0.1
-        while not self.owner.stopping.is_set():
-            try:
-                self.step(READ_BLOCK)
-                delay = 0.1
-            except ZtqError as exc:
-                log.warning(
-                    "subscription %s of %s: %s; retrying", self.sub.name, self.sub.channel, exc
-                )
-                self.owner.stopping.wait(delay)
-                delay = min(delay * 2, 5.0)
+        what = f"subscription {self.sub.name} of {self.sub.channel}"
+        keep_reading(self.step, self.owner.stopping, what)
 
     def step(self, block: float | None) -> int:
         """Read a batch, enqueue a run per JSON message, then acknowledge the batch;
