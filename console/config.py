@@ -7,6 +7,10 @@ default; see ``docs/settings.md`` for the table. The console reads ``ztq.redis_u
 the same file (``[ztq:worker]``) and refuses a Redis URL or prefix that differs from
 ``[app:main]``: the console and a worker reading one file must look at the same keys.
 
+``ztq.systems`` names more Redis systems the console watches (``NAME URL [PREFIX]`` a line,
+see ``docs/systems.md``); the one of ``ztq.redis_url`` / ``ztq.prefix`` is the default
+system, which also keeps the sessions, sign-in locks and API tokens.
+
 ``ztq.console.users`` holds one user a line, ``NAME ROLE HASH`` (``ZTQ_CONSOLE_USERS`` may
 separate users with ``;`` too); ROLE is ``viewer`` or ``operator``; HASH comes from
 ``ztq hash-password``. ``ztq.console.sso_roles`` maps groups the same way, ``GROUP ROLE``.
@@ -27,6 +31,7 @@ from ztq.core.errors import ConfigError
 from ztq.core.logins import LoginPolicy
 from ztq.core.passwords import is_valid_hash
 from ztq.core.sessions import ROLES, SessionPolicy
+from ztq.core.settings import ConnectionSettings, System, systems_of
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,64}$")
@@ -86,7 +91,7 @@ class SSO:
 
 @dataclass(frozen=True)
 class ConsoleSettings:
-    redis_url: str
+    redis_url: str  # the default system's
     prefix: str
     secret: str = field(repr=False)
     users: dict[str, User] = field(repr=False)
@@ -99,6 +104,11 @@ class ConsoleSettings:
     bulk_batch: int = 500
     bulk_seconds: float = 0.5
     login: LoginPolicy = LoginPolicy()
+    # every system watched, the default first (see ztq.core.settings.systems_of)
+    systems: tuple[System, ...] = ()
+
+    def system(self, name: str) -> System | None:
+        return next((s for s in self.systems if s.name == name), None)
 
 
 def check_secret(secret: str) -> str:
@@ -239,9 +249,11 @@ def load(
             "the console has no users: add 'NAME ROLE HASH' lines to ztq.console.users "
             "(or ZTQ_CONSOLE_USERS); ROLE is viewer or operator, HASH from 'ztq hash-password'"
         )
+    default = ConnectionSettings(got["redis_url"].value, got["prefix"].value)
     return ConsoleSettings(
-        redis_url=got["redis_url"].value,
-        prefix=got["prefix"].value,
+        redis_url=default.redis_url,
+        prefix=default.prefix,
+        systems=systems_of(default, got["systems"]),
         secret=secret,
         users=users,
         secure_cookies=got["console.secure_cookies"].value,

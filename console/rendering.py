@@ -3,12 +3,14 @@
 Templates are found in ``templates/`` and assets in ``static/`` next to the package; both
 are served by Pyramid, nothing comes from a CDN. Every template gets ``_`` (translate),
 ``lang``, ``user``, ``can_operate``, ``csrf_token``, ``asset(name)`` and ``query(**changes)``
-(the current query string with some parameters changed).
+(the current query string with some parameters changed), and for the system switch
+``all_systems`` and ``switch_route`` (``docs/systems.md``).
 """
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from pyramid.config import Configurator
 from pyramid.csrf import get_csrf_token
@@ -35,6 +37,16 @@ NAV = (
 )
 
 
+def switch_route(request: Any) -> str:
+    """The page the system switch leads to in another system: this one when it names no
+    id (a list: /queues, /errors), else the first page (an id of one system means nothing
+    in another)."""
+    route = getattr(request, "matched_route", None)
+    if route is None or request.method != "GET" or "{" in route.pattern:
+        return "home"
+    return str(route.name)
+
+
 def _globals(event: BeforeRender) -> None:
     request = event["request"]
     if request is None:
@@ -48,7 +60,9 @@ def _globals(event: BeforeRender) -> None:
     event.setdefault("nav", NAV)
     event.setdefault("now_ms", int(time.time() * 1000))
     event.setdefault("asset", lambda name: request.static_path(str(STATIC / name)))
-    event.setdefault("storage_url", safe_url(request.registry.ztq_storage.url))
+    event.setdefault("storage_url", safe_url(request.storage.url))
+    event.setdefault("all_systems", request.registry.ztq_systems.all)
+    event.setdefault("switch_route", switch_route(request))
     event.setdefault("query", lambda **changes: query(request, **changes))
 
 

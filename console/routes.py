@@ -42,6 +42,8 @@ ROUTES = (
     ("audit", "/audit"),
     ("alerts", "/alerts"),
     ("channels", "/channels"),
+    # every Redis system the console watches (a page of another one is /s/<name>/...)
+    ("systems", "/systems"),
     # who is signed in
     ("sessions", "/sessions"),
     ("session_end", "/sessions/end"),

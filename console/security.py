@@ -182,7 +182,7 @@ class ConsolePolicy:
             if record.via == "password" and not why:
                 return self.users[record.user]
             if why:
-                end_stale(request.storage, record, why)
+                end_stale(request.home_storage, record, why)
             session.invalidate()  # an SSO session without the proxy's header ends too
             return None
         if basic_allowed(request):
@@ -214,7 +214,7 @@ class ConsolePolicy:
             return User(name, role, "")  # a script through the proxy: no session to keep
         if record is None or (record.via, record.user, record.grant) != ("sso", name, grant):
             session.start(user=name, role=role, grant=grant, via="sso")
-            write_audit(request.storage, name, "signed in",
+            write_audit(request.home_storage, name, "signed in",
                         detail=f"SSO as {role} from {request.client_addr}")  # fmt: skip
         return User(name, role, "")
 
@@ -222,7 +222,7 @@ class ConsolePolicy:
         """An API token or Basic credentials (read-only API and /metrics only)."""
         scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
         if scheme.lower() == "bearer":
-            info = check_token(request.storage, credentials.strip())
+            info = check_token(request.home_storage, credentials.strip())
             return None if info is None else User(f"token:{info.id}", info.role, "")
         if scheme.lower() == "basic" and credentials:
             return self._basic(request, credentials)
@@ -241,7 +241,7 @@ class ConsolePolicy:
         if user is not None and self.cache.known(user, password, now):
             return user  # checked within the last minute: no scrypt, no Redis
         storage, policy, addr = (
-            request.storage,
+            request.home_storage,
             request.registry.ztq_settings.login,
             request.client_addr,
         )

@@ -60,7 +60,7 @@ class ConsoleSession(dict[str, Any]):
         self.invalidate()
         request, cfg = self.request, self.request.registry.ztq_settings
         token, record = open_session(
-            request.storage,
+            request.home_storage,
             cfg.sessions,
             cfg.secret,
             user=user,
@@ -89,7 +89,7 @@ class ConsoleSession(dict[str, Any]):
             response.delete_cookie(COOKIE, path="/")
         if self._dirty and self.record is not None:
             with contextlib.suppress(ConnectionFailed):  # a flash lost with Redis: the page
-                save_data(request.storage, self.record.handle, dict(self))  # answered already
+                save_data(request.home_storage, self.record.handle, dict(self))  # answered already
 
     # -- ISession --------------------------------------------------------------------------------
     def changed(self) -> None:
@@ -98,7 +98,7 @@ class ConsoleSession(dict[str, Any]):
     def invalidate(self) -> None:
         """Sign out: the record is deleted in Redis and the cookie in the browser."""
         if self.record is not None:
-            end_session(self.request.storage, self.record.handle)
+            end_session(self.request.home_storage, self.record.handle)
             self.record = None
         if COOKIE in self.request.cookies or self._cookie:
             self._cookie = ""
@@ -138,7 +138,9 @@ def session_factory(request: Any) -> ConsoleSession:
         return ConsoleSession(request, None)
     cfg: ConsoleSettings = request.registry.ztq_settings
     try:
-        record = load_session(request.storage, cfg.sessions, cfg.secret, token, request.client_addr)
+        record = load_session(
+            request.home_storage, cfg.sessions, cfg.secret, token, request.client_addr
+        )
     except ConnectionFailed as exc:
         return ConsoleSession(request, None, exc)
     session = ConsoleSession(request, record)

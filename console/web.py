@@ -107,9 +107,16 @@ def flash(request: Any, message: str, kind: str = "ok") -> None:
     request.session.flash(message, queue=kind)
 
 
-def audit(request: Any, action: str, **fields: Any) -> None:
+def audit(request: Any, action: str, *, home: bool = False, **fields: Any) -> None:
+    """Write to the audit log of the page's system (``home``: the default system's, for
+    what belongs to the console, sessions and tokens); with several systems the entry
+    names the system it was written for."""
     user = request.user
-    streams.write_audit(request.storage, user.name if user else "?", action, **fields)
+    storage = request.home_storage if home else request.storage
+    several = len(request.registry.ztq_systems) > 1
+    system = (request.registry.ztq_systems.default if home else request.system).name
+    streams.write_audit(storage, user.name if user else "?", action,
+                        system=system if several else "", **fields)  # fmt: skip
 
 
 def parse_ref(value: str) -> tuple[str, str] | None:

@@ -402,4 +402,16 @@ MESSAGES: dict[str, str] = {
     "Failed runs": "失败的运行",
     "Lost": "失联",
     "No broadcast was sent to a known queue.": "还没有向已知队列发送过广播。",
+    # several Redis systems (docs/systems.md)
+    "System": "系统",
+    "Redis": "Redis",
+    "Systems": "系统",
+    "All systems": "全部系统",
+    "Every Redis system this console watches; each page of the console shows one of them.": "本控制台监控的全部 Redis 系统；控制台的每个页面显示其中一个。",
+    "Live workers": "在线工作进程",
+    "reachable": "可连接",
+    "unreachable": "无法连接",
+    "default": "默认",
+    "{n} paused": "{n} 个已暂停",
+    "No system named {name}.": "没有名为 {name} 的系统。",
 }

@@ -17,7 +17,14 @@ from ztq.core.calls import TASK_ID
 from ztq.core.keys import QUEUE_NAME, SHARD_NAME, split_shard
 from ztq.core.record import TaskRecord
 from ztq.core.storage import Storage
-from ztq.core.workers import WorkerInfo, WorkerPage, fleet, list_workers, page_workers
+from ztq.core.workers import (
+    WorkerInfo,
+    WorkerPage,
+    autoscale_of,
+    fleet,
+    list_workers,
+    page_workers,
+)
 
 ARG_LIMIT = 160  # characters of arguments shown on list pages
 API_TEXT_LIMIT = 65536  # characters of arguments / traceback in API answers
@@ -77,6 +84,7 @@ def worker_view(info: WorkerInfo, records: dict[tuple[str, str], TaskRecord | No
         "pool": d.get("pool") if isinstance(d.get("pool"), list) else [],
         "threads": {str(q): n for q, n in per_queue.items() if isinstance(n, int)},
         "config_editable": bool(d.get("config_editable")),
+        "autoscale": autoscale_of(d),
         "done": d.get("done") if isinstance(d.get("done"), int) else None,
         "failed": d.get("failed") if isinstance(d.get("failed"), int) else None,
         "current": threads,

@@ -39,6 +39,7 @@ NAME = re.compile(r"^[A-Za-z0-9_.:\-]{1,64}$")  # worker and thread names
 APP_SECTION = "app:main"
 WORKER_SECTIONS = ("server", "ztq:worker")
 QUEUE_SECTIONS = ("queues", "ztq:queues")
+MAX_THREADS_ALL = 100_000  # bound of autoscale_threads_max (a worker's threads in all)
 
 
 # -- parsers: raw (a string, or an already typed flag value) -> value, or ValueError(reason) --
@@ -216,6 +217,14 @@ SETTINGS: tuple[Setting, ...] = (
             "seconds before the first retry; doubles per attempt"),
     _worker("lost_after", number(0, above=True), 30.0,
             "read and checked, not used by the worker yet (see console.lost_after)"),
+    _worker("autoscale_cpu_max", number(0, 100), 85.0,
+            "host CPU % from which the autoscaler adds no thread (docs/autoscaling.md)"),
+    _worker("autoscale_memory_max", number(0, 100), 90.0,
+            "host memory % from which the autoscaler adds no thread and lets one go a beat"),
+    _worker("autoscale_threads_max", number(0, MAX_THREADS_ALL, whole=True), 0,
+            "most threads the autoscaled queues run together; 0: each queue's maximum only"),
+    _worker("autoscale_idle_beats", number(1, 1000, whole=True), 3,
+            "heartbeats an autoscaled queue's threads stay unneeded before some are let go"),
     Setting("log_level", choice("debug", "info", "warning", "error", "critical"), "info",
             "level of the ztq command's log (flag --log-level or environment only: logging "
             "starts before any file is read)", app_key=None),

@@ -119,8 +119,11 @@ def write_audit(
     ids: Sequence[str] = (),
     count: int | None = None,
     detail: str = "",
+    system: str = "",
 ) -> None:
-    """Append one console action to the audit stream (capped at ``AUDIT_MAXLEN``)."""
+    """Append one console action to the audit stream (capped at ``AUDIT_MAXLEN``);
+    ``system``: the name of the system it acted on, when the console or ``ztq`` knows
+    several (``docs/systems.md``)."""
     shown = " ".join(ids[:50]) + (f" (+{len(ids) - 50} more)" if len(ids) > 50 else "")
     entry = {
         "user": user,
@@ -130,5 +133,7 @@ def write_audit(
         "count": str(len(ids) if count is None else count),
         "detail": detail[:500],
     }
+    if system:
+        entry["system"] = system
     with storage.guard():
         storage.client.xadd(storage.keys.audit, entry, maxlen=AUDIT_MAXLEN, approximate=True)

@@ -15,7 +15,8 @@ from ztq.core.errors import InvalidOption
 from ztq.core.keys import QUEUE_NAME, Keys
 from ztq.core.storage import Storage
 
-COMMANDS = ("refresh", "pause", "resume", "stop", "set_threads", "kill")
+# set_threads pins an autoscaled queue; autoscale gives it back to the autoscaler
+COMMANDS = ("refresh", "pause", "resume", "stop", "set_threads", "kill", "autoscale")
 DEFAULT_LOST_AFTER = 30.0  # seconds without a heartbeat before a worker shows as lost
 DEFAULT_RETENTION = 24 * 3600.0  # seconds before a silent worker is forgotten
 EVENTS_MAXLEN = 10_000
@@ -56,6 +57,23 @@ class WorkerInfo:
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.data.get(key, default)
+
+
+def autoscale_of(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The autoscaled queues a heartbeat names (``ztq.worker.scaler.Scaler.describe``):
+    queue -> ``{"min", "max", "pool", "pinned", "last"}`` (the last decision's line), the
+    malformed entries left out."""
+    raw = data.get("autoscale")
+    out: dict[str, dict[str, Any]] = {}
+    for q, a in sorted(raw.items()) if isinstance(raw, dict) else ():
+        if not (isinstance(q, str) and QUEUE_NAME.match(q) and isinstance(a, dict)):
+            continue
+        low, high = a.get("min"), a.get("max")
+        if type(low) is int and type(high) is int and 0 <= low <= high:
+            pool, last = str(a.get("pool") or "thread")[:16], str(a.get("last") or "")[:300]
+            out[q] = {"min": low, "max": high, "pool": pool, "pinned": a.get("pinned") is True,
+                      "last": last}  # fmt: skip
+    return out
 
 
 def summarize(data: dict[str, Any]) -> str:

@@ -15,7 +15,14 @@ from ztq.core import settings
 from ztq.core.app import connection_flags, default_app, load_app
 from ztq.core.errors import ConfigError, ZtqError
 from ztq.worker import logs
-from ztq.worker.config import ThreadSpec, load_config, parse_queue_entry
+from ztq.worker.config import (
+    POOLS,
+    ScaleSpec,
+    ThreadSpec,
+    load_config,
+    parse_queue_entry,
+    parse_scale_entry,
+)
 
 
 def _queue_flag(value: str, default_pool: str = "thread") -> list[ThreadSpec]:
@@ -28,6 +35,17 @@ def _queue_flag(value: str, default_pool: str = "thread") -> list[ThreadSpec]:
     count, pool = (rest + ["", ""])[:2]
     words = " ".join([count or "1", pool or default_pool, *shards])
     return parse_queue_entry(name, words, "--queue: ")
+
+
+def scale_flag(value: str, default_pool: str = "thread") -> ScaleSpec | None:
+    """``mail:1..8`` / ``pdf:0..4:process`` / ``hot:2..8:shards=3``: an autoscaled queue
+    (None: the flag gives a count, see :func:`_queue_flag`)."""
+    name, *parts = value.split(":")
+    if not any(".." in p for p in parts):
+        return None
+    pools = [p for p in parts if p in POOLS]
+    rest = [p for p in parts if p not in POOLS]
+    return parse_scale_entry(name, " ".join([*rest, *(pools or [default_pool])]), "--queue: ")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         help="NAME[:N[:thread|process|async]][:shards=S], repeatable (async: N tasks on one "
-        "event loop; shards: the queue's shard count, docs/scaling.md)",
+        "event loop; shards: the queue's shard count, docs/scaling.md); N may be MIN..MAX: "
+        "autoscaled (docs/autoscaling.md)",
     )
     w.add_argument(
         "--import",
@@ -71,6 +90,30 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--heartbeat", type=float, help="heartbeat seconds (default 3)")
     w.add_argument("--prefetch", type=int, help="most tasks leased in one call (default 32)")
     w.add_argument("--grace", type=float, help="seconds to finish running tasks on SIGTERM")
+    w.add_argument(
+        "--autoscale-cpu-max",
+        type=float,
+        metavar="PERCENT",
+        help="host CPU %% from which the autoscaler adds no thread (default 85)",
+    )
+    w.add_argument(
+        "--autoscale-memory-max",
+        type=float,
+        metavar="PERCENT",
+        help="host memory %% from which it adds none and lets one go (default 90)",
+    )
+    w.add_argument(
+        "--autoscale-threads-max",
+        type=int,
+        metavar="N",
+        help="most threads of the autoscaled queues together (default 0: no cap)",
+    )
+    w.add_argument(
+        "--autoscale-idle-beats",
+        type=int,
+        metavar="N",
+        help="heartbeats threads stay unneeded before some go (default 3)",
+    )
 
     info = sub.add_parser("info", help="queues and workers, as tables")
     info.add_argument("--json", action="store_true", help="the console's /api dicts")
@@ -83,10 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="refresh in place every SECONDS (default 2) until Ctrl-C",
     )
     info.add_argument("--all", action="store_true", help="stopped workers too")
-    wk = sub.add_parser("workers", help="list workers, or pause|resume|stop|threads them")
-    wk.add_argument("action", nargs="?", choices=["pause", "resume", "stop", "threads"])
+    wk = sub.add_parser("workers", help="list workers, or pause|resume|stop|threads|auto them")
+    wk.add_argument("action", nargs="?", choices=["pause", "resume", "stop", "threads", "auto"])
     wk.add_argument("worker", nargs="*", help="worker names (as the console shows them)")
-    wk.add_argument("--queue", help="threads: the queue")
+    wk.add_argument("--queue", help="threads, auto: the queue (auto: autoscaled again)")
     wk.add_argument("--count", type=int, help="threads: how many (0 to 256)")
     wk.add_argument("--json", action="store_true")
     wk.add_argument("--all", action="store_true", help="stopped workers too")
@@ -200,8 +243,19 @@ def main(argv: list[str] | None = None) -> int:
 def cmd_worker(args: argparse.Namespace) -> int:
     from ztq.worker.worker import Worker
 
-    threads = tuple(spec for flag in args.queue for spec in _queue_flag(flag, args.pool))
+    scaled = [scale_flag(flag, args.pool) for flag in args.queue]
+    threads = tuple(
+        spec
+        for flag, scale in zip(args.queue, scaled, strict=True)
+        if scale is None
+        for spec in _queue_flag(flag, args.pool)
+    )
     overrides: dict[str, Any] = {
+        "scaled": tuple(s for s in scaled if s is not None),
+        "autoscale_cpu_max": args.autoscale_cpu_max,
+        "autoscale_memory_max": args.autoscale_memory_max,
+        "autoscale_threads_max": args.autoscale_threads_max,
+        "autoscale_idle_beats": args.autoscale_idle_beats,
         "app": args.app,
         "redis_url": args.redis,
         "threads": threads,

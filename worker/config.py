@@ -20,12 +20,14 @@ ini > default. The ini may be the console's ``app.ini``: the worker then reads
     fast = urgent, default        ; one thread named "fast" watching urgent, then default
     mixed = a, b, c fair          ; one thread asking a, b, c in turn (a different one first)
     hot = 8 shards=3              ; eight threads over the three shards of queue "hot"
+    mail = 1..8                   ; autoscaled: 1 to 8 threads as the load asks (autoscaling.md)
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
@@ -52,6 +54,29 @@ class ThreadSpec:
 
 
 @dataclass(frozen=True)
+class ScaleSpec:
+    """An autoscaled queue (``mail = 1..8``): between ``low`` and ``high`` threads (process
+    slots; an async pool's tasks at once), as :mod:`ztq.worker.autoscale` decides. ``low``
+    may be 0: the queue is served on demand."""
+
+    queue: str
+    low: int
+    high: int
+    pool: str = "thread"
+    shards: int = 1
+
+    def initial(self) -> list[ThreadSpec]:
+        """The executors the worker starts with: the minimum."""
+        if self.pool == "async":
+            return [ThreadSpec(f"{self.queue}-0", (self.queue,), "async", self.low,
+                               self.shards)] if self.low else []  # fmt: skip
+        return [
+            ThreadSpec(f"{self.queue}-{i}", (self.queue,), self.pool, 1, self.shards)
+            for i in range(self.low)
+        ]
+
+
+@dataclass(frozen=True)
 class WorkerConfig:
     redis_url: str = "redis://127.0.0.1:6379/0"
     prefix: str = "ztq"
@@ -72,6 +97,11 @@ class WorkerConfig:
     burst: bool = False
     lost_after: float = 30.0
     health: str = ""  # PORT or HOST:PORT of /livez and /readyz (worker/health.py)
+    scaled: tuple[ScaleSpec, ...] = ()  # autoscaled queues (their minimum is in ``threads``)
+    autoscale_cpu_max: float = 85.0  # host CPU % from which the autoscaler adds nothing
+    autoscale_memory_max: float = 90.0  # host memory % from which it adds nothing, sheds one
+    autoscale_threads_max: int = 0  # most threads of the autoscaled queues together; 0: no cap
+    autoscale_idle_beats: int = 3  # heartbeats threads stay unneeded before they are let go
 
     @property
     def worker_id(self) -> str:
@@ -84,15 +114,16 @@ class WorkerConfig:
             for q in spec.queues:
                 if q not in seen:
                     seen.append(q)
-        return seen
+        return seen + [s.queue for s in self.scaled if s.queue not in seen]
 
     @property
     def shards(self) -> dict[str, int]:
         """The shard counts the ``[queues]`` entries give (``hot = 8 shards=3``)."""
         out: dict[str, int] = {}
-        for spec in self.threads:
-            if spec.shards > 1:
-                out[spec.queues[0]] = max(spec.shards, out.get(spec.queues[0], 1))
+        given = [(t.queues[0], t.shards) for t in self.threads]
+        for queue, shards in given + [(s.queue, s.shards) for s in self.scaled]:
+            if shards > 1:
+                out[queue] = max(shards, out.get(queue, 1))
         return out
 
     def with_changes(self, **changes: object) -> WorkerConfig:
@@ -106,6 +137,20 @@ FIELD = {"modules": "imports"}
 POOLS = ("thread", "process", "async")
 MAX_THREADS = 256
 MAX_ASYNC = 10_000  # coroutines of one async pool
+
+
+def take_shards(words: list[str], key: str, where: str) -> int:
+    """Remove the ``shards=N`` words of an entry; the last one's N (1 when none)."""
+    shards = 1
+    for word in [w for w in words if w.startswith("shards=")]:
+        words.remove(word)
+        try:
+            shards = check_shards(int(word[len("shards=") :]))
+        except (ValueError, InvalidName):
+            raise ConfigError(
+                f"{where}queue entry {key!r}: {word!r} is not a shard count (1-{MAX_SHARDS})"
+            ) from None
+    return shards
 
 
 def parse_queue_entry(
@@ -127,15 +172,7 @@ def parse_queue_entry(
         return ztq_queue_entry(key, value, words, where, ztq_style)
     order = words.pop() if words and words[-1] in ("fair", "strict") else "strict"
     fair = order == "fair"
-    shards = 1
-    for word in [w for w in words if w.startswith("shards=")]:
-        words.remove(word)
-        try:
-            shards = check_shards(int(word[len("shards=") :]))
-        except (ValueError, InvalidName):
-            raise ConfigError(
-                f"{where}queue entry {key!r}: {word!r} is not a shard count (1-{MAX_SHARDS})"
-            ) from None
+    shards = take_shards(words, key, where)
     pool = "thread"
     if words and words[-1] in POOLS:
         pool = words.pop()
@@ -176,6 +213,64 @@ def parse_queue_entry(
         return [ThreadSpec(key, tuple(words), pool, fair=fair)]
     except InvalidName as exc:
         raise ConfigError(f"{where}{exc}") from exc
+
+
+RANGE = re.compile(r"^(\d+)\.\.(\d+)$")
+
+
+def parse_scale_entry(key: str, value: str, where: str = "") -> ScaleSpec | None:
+    """``mail = 1..8`` / ``pdf = 0..4 process`` / ``crawl = 10..200 async`` / ``hot = 2..8
+    shards=3`` → an autoscaled queue; None when ``value`` gives no range (a plain entry)."""
+    words = value.replace(",", " ").split()
+    found = [w for w in words if RANGE.match(w)]
+    if not found:
+        return None
+    rest = [w for w in words if w not in found]
+    shards = take_shards(rest, key, where)
+    pool = rest.pop() if rest and rest[-1] in POOLS else "thread"
+    if len(found) > 1 or rest or words.index(found[0]) != 0:
+        raise ConfigError(
+            f"{where}an autoscaled queue is 'QUEUE = MIN..MAX [thread|process|async] "
+            f"[shards=N]', one queue a line, not {key!r} = {value.strip()!r}"
+        )
+    try:
+        check_queue(key)
+    except InvalidName as exc:
+        raise ConfigError(f"{where}{exc}") from exc
+    m = RANGE.match(found[0])
+    assert m is not None
+    low, high = int(m.group(1)), int(m.group(2))
+    top = MAX_ASYNC if pool == "async" else MAX_THREADS
+    if not 0 <= low <= high or not 1 <= high <= top:
+        raise ConfigError(
+            f"{where}autoscaled {key!r}: {found[0]} must be MIN..MAX with 0 <= MIN <= MAX and "
+            f"1 <= MAX <= {top}" + (" (an async pool's tasks at once)" if pool == "async" else "")
+        )
+    return ScaleSpec(key, low, high, pool, shards)
+
+
+def check_scaled(cfg: WorkerConfig) -> None:
+    """An autoscaled queue is written once, and is not also given a fixed thread count (a
+    list of queues served by one thread may name it); the minima fit in
+    ``autoscale_threads_max``."""
+    seen: set[str] = set()
+    for s in cfg.scaled:
+        if s.queue in seen:
+            raise ConfigError(f"autoscaled queue {s.queue!r} is given twice")
+        seen.add(s.queue)
+    for s in cfg.scaled:
+        mine = [t for t in cfg.threads if t.queues == (s.queue,)]
+        if mine != s.initial():
+            raise ConfigError(
+                f"queue {s.queue!r} is autoscaled ({s.low}..{s.high}) and also given a thread "
+                "count: keep one of the two"
+            )
+    fixed = sum(s.low for s in cfg.scaled if s.pool != "async")
+    if cfg.autoscale_threads_max and fixed > cfg.autoscale_threads_max:
+        raise ConfigError(
+            f"the autoscaled queues' minima add up to {fixed} threads, more than "
+            f"autoscale_threads_max ({cfg.autoscale_threads_max})"
+        )
 
 
 def ztq_queue_entry(
@@ -230,7 +325,13 @@ def load_config(path: str | os.PathLike[str] | None = None, **overrides: object)
             got = settings.resolve(settings.WORKER, flags=flags, ini=ini.values if ini else None)
     values: dict[str, object] = {FIELD.get(n, n): r.value for n, r in got.items()}
     threads: list[ThreadSpec] = []
+    scaled: list[ScaleSpec] = []
     for entry in ini.queues if ini else ():
+        scale = parse_scale_entry(entry.key, entry.raw, f"{entry.where}: ")
+        if scale is not None:
+            scaled.append(scale)
+            threads += scale.initial()
+            continue
         threads += parse_queue_entry(
             entry.key, entry.raw, f"{entry.where}: ", ztq_style=ini is not None and ini.ztq_style
         )
@@ -241,9 +342,17 @@ def load_config(path: str | os.PathLike[str] | None = None, **overrides: object)
             ini.path,
         )
     flag_threads: Sequence[ThreadSpec] = given.get("threads") or ()  # type: ignore[assignment]
-    values["threads"] = tuple(flag_threads or threads) or (ThreadSpec("default-0", ("default",)),)
+    flag_scaled: Sequence[ScaleSpec] = given.get("scaled") or ()  # type: ignore[assignment]
+    if flag_threads or flag_scaled:  # the flags' queues replace the file's
+        threads = [*flag_threads, *(t for s in flag_scaled for t in s.initial())]
+        scaled = list(flag_scaled)
+    values["scaled"] = tuple(scaled)
+    values["threads"] = tuple(threads) or (
+        () if scaled else (ThreadSpec("default-0", ("default",)),)
+    )
     values.update({k: v for k, v in given.items() if k not in values})  # burst
     cfg = WorkerConfig(**values)  # type: ignore[arg-type]
+    check_scaled(cfg)
     if cfg.lease < 2 * cfg.heartbeat:
         raise ConfigError(
             f"lease ({cfg.lease:g}s, from {got['lease'].source}) must be at least twice the "

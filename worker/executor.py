@@ -72,6 +72,11 @@ class BaseExecutor(threading.Thread, abc.ABC):
         self.done_count = 0
         self.failed_count = 0
         self.turn = 0  # which shard of a sharded queue is asked first (rotates every fetch)
+        # what the autoscaler measures (worker/scaler.py): runs ended, their seconds, and
+        # the CPU seconds of this thread while running them (thread executors)
+        self.runs_ended = 0
+        self.run_seconds = 0.0
+        self.cpu_seconds = 0.0
 
     @property
     def capacity(self) -> int:
@@ -203,6 +208,8 @@ class BaseExecutor(threading.Thread, abc.ABC):
     def settle(self, run: Run, lease: Leased, outcome: Outcome) -> None:
         """Queue the ack or the failure (sent with the next fetch) after the hooks ran."""
         hooks = self.worker.app.middleware
+        self.runs_ended += 1
+        self.run_seconds += max(0.0, time.time() - run.started)
         self.pending.settled.append((lease.queue, lease.id))
         if outcome.ok:
             self.done_count += 1
@@ -352,12 +359,14 @@ class Executor(BaseExecutor):
     def run_one(self, lease: Leased) -> None:
         """Run one leased task and settle it. The policies (time limit, retries, callbacks,
         results, batches) are the app's middleware; this only calls their hooks."""
+        cpu = time.thread_time()
         run, todo = self.begin(lease)
         if isinstance(todo, Outcome):  # nothing to run: bad payload, unknown task ...
             self.current = Running(lease, run.task, run.started)
             outcome = todo
         else:
             outcome = self._execute(run, lease, *todo)
+        self.cpu_seconds += time.thread_time() - cpu
         self.current = None
         self.settle(run, lease, outcome)
         run.app.middleware.notify("after_run", run, outcome)

@@ -4,7 +4,7 @@ Reads (``info``, ``workers``, ``errors``, ``task``, ``check``) print tables, or 
 ``--json`` the dicts the console's ``/api`` serves (:mod:`ztq.core.overview`). On a narrow
 terminal each table leaves out the columns whose ``drop`` is set, the highest first, and
 keeps the queue names, worker ids and task ids whole (:class:`terminal.FitTable`). Writes
-(``workers pause|resume|stop|threads``, ``queue pause|resume|purge``, ``redo``,
+(``workers pause|resume|stop|threads|auto``, ``queue pause|resume|purge``, ``redo``,
 ``delete``, ``purge``) go through the same storage calls and bulk steps as the console,
 are written to the console's audit log as ``cli:<login>``, and the destroying ones ask
 first (``--yes`` skips the question; without a terminal it is required).
@@ -30,7 +30,7 @@ from ztq.core.groups import group_errors
 from ztq.core.keys import check_queue
 from ztq.core.record import TaskRecord
 from ztq.core.storage import Storage
-from ztq.core.workers import DEFAULT_LOST_AFTER, get_worker, send_command
+from ztq.core.workers import DEFAULT_LOST_AFTER, autoscale_of, get_worker, send_command
 from ztq.worker import terminal
 from ztq.worker.terminal import Col
 
@@ -230,11 +230,15 @@ def cmd_task(args: argparse.Namespace, connect: Connect, storage: Storage | None
 def _command_workers(storage: Storage, args: argparse.Namespace) -> int:
     extra: dict[str, Any] = {}
     command = {"pause": "pause", "resume": "resume", "stop": "stop",
-               "threads": "set_threads"}[args.action]  # fmt: skip
+               "threads": "set_threads", "auto": "autoscale"}[args.action]  # fmt: skip
     if command == "set_threads":
         if args.queue is None or args.count is None or not 0 <= args.count <= 256:
             raise ZtqError("ztq workers threads WORKER --queue QUEUE --count N (0 to 256)")
         extra = {"queue": check_queue(args.queue), "threads": args.count}
+    elif command == "autoscale":
+        if args.queue is None:
+            raise ZtqError("ztq workers auto WORKER --queue QUEUE")
+        extra = {"queue": check_queue(args.queue)}
     failed = 0
     for worker_id in args.worker:
         info = get_worker(storage, worker_id)
@@ -242,7 +246,12 @@ def _command_workers(storage: Storage, args: argparse.Namespace) -> int:
             terminal.err().print(f"ztq: no worker {worker_id}")
             failed += 1
             continue
-        if command == "set_threads" and not info.get("config_editable"):
+        if command == "autoscale" and args.queue not in autoscale_of(info.data):
+            terminal.err().print(f"ztq: {worker_id} does not autoscale {args.queue} "
+                                 "(no MIN..MAX range for it)")  # fmt: skip
+            failed += 1
+            continue
+        if command in ("set_threads", "autoscale") and not info.get("config_editable"):
             terminal.err().print(f"ztq: {worker_id} does not accept thread changes "
                                  "(active_config = false)")  # fmt: skip
             failed += 1

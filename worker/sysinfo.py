@@ -21,6 +21,7 @@ class SysInfo:
     def __init__(self) -> None:
         self.proc = psutil.Process(os.getpid())
         self.proc.cpu_percent(None)  # the first reading is always 0: prime it
+        psutil.cpu_percent(None)  # the host's too (host_load)
         self.host = socket.gethostname()
         self.ip = host_ip()
 
@@ -41,3 +42,8 @@ class SysInfo:
             "mem_percent": vm.percent,
             "rss": rss,
         }
+
+    def host_load(self) -> tuple[float, float]:
+        """The host's CPU % over every core since the last call, and its memory %: what the
+        autoscaler's ceilings compare with (``autoscale_cpu_max``, ``autoscale_memory_max``)."""
+        return float(psutil.cpu_percent(None)), float(psutil.virtual_memory().percent)

@@ -34,6 +34,7 @@ from ztq.worker.config import MAX_ASYNC, MAX_THREADS, ThreadSpec, WorkerConfig
 from ztq.worker.execute import wrong_pool
 from ztq.worker.executor import BaseExecutor, Executor
 from ztq.worker.health import Health, HealthServer, parse_address
+from ztq.worker.scaler import Scaler
 from ztq.worker.scheduler import Scheduler
 from ztq.worker.sysinfo import SysInfo
 from ztq.worker.timeouts import TimeoutWatch
@@ -80,6 +81,7 @@ class Worker:
         # tasks and the shards producers registered (refreshed every heartbeat)
         self.shards: dict[str, tuple[str, ...]] = {}
         self.channels = WorkerChannels(self)  # broadcasts and subscribed tasks
+        self.scaler = Scaler(self)  # the autoscaled queues' threads (docs/autoscaling.md)
 
     # -- setup -------------------------------------------------------------------------------
     def setup(self) -> None:
@@ -164,9 +166,11 @@ class Worker:
 
     # -- maintenance -------------------------------------------------------------------------
     def tick(self, now: float | None = None) -> None:
-        """Renew leases, heartbeat, hand back dead workers' tasks, move due tasks, fire cron."""
+        """Renew leases, autoscale, heartbeat, hand back dead workers' tasks, move due tasks,
+        fire cron."""
         now = time.time() if now is None else now
         self.renew_leases()
+        self.scaler.step(now)
         self.heartbeat()
         self.channels.beat()
         known = self.storage.queues()
@@ -229,6 +233,7 @@ class Worker:
             "pool": sorted({ex.spec.pool for ex in alive}) or ["thread"],
             "threads": threads,
             "config_editable": self.cfg.active_config,
+            **({"autoscale": self.scaler.describe()} if self.scaler.specs else {}),
             "current": current,
             "done": sum(ex.done_count for ex in alive),
             "failed": sum(ex.failed_count for ex in alive),
@@ -301,6 +306,8 @@ class Worker:
             self.request_stop()
         elif name == "set_threads":
             self.set_threads(str(cmd.get("queue", "")), cmd.get("threads"))
+        elif name == "autoscale":
+            self.autoscale(str(cmd.get("queue", "")))
         elif name == "kill":
             self.kill(str(cmd.get("thread", "")), str(cmd.get("task_id", "")))
         self.heartbeat()
@@ -308,29 +315,46 @@ class Worker:
             log_event(self.storage, "command", self.id, f"{name} by {cmd.get('by', '?')}")
 
     def set_threads(self, queue: str, threads: Any) -> None:
-        """Run ``threads`` executors on ``queue`` (an async pool: that many tasks at once, on
-        its one event loop); the queue keeps the pool kind it has, or was configured with."""
+        """The operator's set-threads command: run ``threads`` executors on ``queue`` (an async
+        pool: that many tasks at once, on its one event loop); the queue keeps the pool kind
+        it has, or was configured with. An autoscaled queue is pinned: left at that count
+        until the ``autoscale`` command gives it back to the autoscaler."""
         if not self.cfg.active_config:
             log.warning("set_threads refused: active_config is off for this worker")
             return
         from ztq.core.keys import check_queue
 
         check_queue(queue)
+        self.resize(queue, threads, pin=True)
+
+    def autoscale(self, queue: str) -> None:
+        """The ``autoscale`` command: the autoscaler decides ``queue``'s threads again."""
+        if not self.cfg.active_config:
+            log.warning("autoscale refused: active_config is off for this worker")
+        elif self.scaler.unpin(queue):
+            log_event(self.storage, "config", self.id, f"threads for {queue}: autoscaled again")
+        elif not self.scaler.manages(queue):
+            log.warning("autoscale: queue %s has no range here (QUEUE = MIN..MAX)", queue)
+
+    def resize(self, queue: str, threads: Any, *, event: bool = True, pin: bool = False) -> bool:
+        """The one path that changes a queue's executors (set-threads, the autoscaler)."""
         with self.threads_lock:
             mine = [
                 ex
                 for ex in self.executors
                 if ex.spec.queues == (queue,) and not ex.retired.is_set() and ex.is_alive()
             ]
-        configured = [spec for spec in self.cfg.threads if spec.queues == (queue,)]
-        pool = mine[0].spec.pool if mine else configured[0].pool if configured else "thread"
+        configured = [spec.pool for spec in self.cfg.threads if spec.queues == (queue,)]
+        configured += [spec.pool for spec in self.cfg.scaled if spec.queue == queue]
+        pool = mine[0].spec.pool if mine else configured[0] if configured else "thread"
         top = MAX_ASYNC if pool == "async" else MAX_THREADS
         if isinstance(threads, bool) or not isinstance(threads, int) or not 0 <= threads <= top:
             log.warning("set_threads refused: bad count %r for %s (0-%d)", threads, queue, top)
-            return
+            return False
+        pinned = " (pinned: not autoscaled)" if pin and self.scaler.pin(queue) else ""
         if pool == "async":
-            self._resize_async(queue, mine, threads)
-            return
+            self._resize_async(queue, mine, threads, pinned if event else None)
+            return True
         for ex in mine[threads:]:
             ex.retired.set()
         taken = {ex.spec.name for ex in self.executors if ex.is_alive()}
@@ -341,9 +365,14 @@ class Worker:
             taken.add(f"{queue}-{i}")
             self.add_executor(ThreadSpec(f"{queue}-{i}", (queue,), pool))
         self.register_queues([queue])
-        log_event(self.storage, "config", self.id, f"threads for {queue}: {len(mine)} -> {threads}")
+        if event:
+            message = f"threads for {queue}: {len(mine)} -> {threads}{pinned}"
+            log_event(self.storage, "config", self.id, message)
+        return True
 
-    def _resize_async(self, queue: str, mine: list[BaseExecutor], tasks: int) -> None:
+    def _resize_async(
+        self, queue: str, mine: list[BaseExecutor], tasks: int, note: str | None = ""
+    ) -> None:
         """An async pool is one event loop: its number of tasks at once changes (0 retires it,
         and a later count starts it again)."""
         before = mine[0].capacity if mine else 0
@@ -358,7 +387,9 @@ class Worker:
             )
             self.add_executor(ThreadSpec(name, (queue,), "async", tasks))
         self.register_queues([queue])
-        log_event(self.storage, "config", self.id, f"async tasks for {queue}: {before} -> {tasks}")
+        if note is not None:  # None: the autoscaler logs it
+            message = f"async tasks for {queue}: {before} -> {tasks}{note}"
+            log_event(self.storage, "config", self.id, message)
 
     def kill(self, thread: str, task_id: str) -> bool:
         """Kill the task running on ``thread`` if it is still ``task_id`` (and the child

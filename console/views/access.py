@@ -23,10 +23,10 @@ def _sessions(request: Any) -> list[SessionRecord]:
     the settings are ended here (audited), not only at their next request."""
     cfg = request.registry.ztq_settings
     shown = []
-    for record in list_sessions(request.storage, cfg.sessions):
+    for record in list_sessions(request.home_storage, cfg.sessions):
         why = stale_session(cfg.users, record)
         if why:
-            end_stale(request.storage, record, why)
+            end_stale(request.home_storage, record, why)
             continue
         if request.can_operate or record.user == request.user.name:
             shown.append(record)
@@ -39,7 +39,7 @@ def sessions_page(request: Any) -> dict[str, Any]:
     return {
         "sessions": _sessions(request),
         "current": current.handle if current else "",
-        "tokens": list_tokens(request.storage) if request.can_operate else [],
+        "tokens": list_tokens(request.home_storage) if request.can_operate else [],
     }
 
 
@@ -57,9 +57,9 @@ def end(request: Any) -> HTTPSeeOther:
             continue
         if mine:
             continue  # the current session ends with "Sign out"
-        if end_session(request.storage, record.handle):
+        if end_session(request.home_storage, record.handle):
             ended += 1
-            audit(request, "session ended",
+            audit(request, "session ended", home=True,
                   detail=f"{record.user} from {record.ip} ({record.via})")  # fmt: skip
     if ended:
         flash(request, request.t("Ended {n} session(s).", n=ended))
@@ -71,8 +71,8 @@ def end(request: Any) -> HTTPSeeOther:
 @view_config(route_name="token_revoke", request_method="POST", permission=OPERATE)
 def revoke(request: Any) -> HTTPSeeOther:
     token_id = text_param(request, "id", 32)
-    if revoke_token(request.storage, token_id):
-        audit(request, "token revoked", detail=token_id)
+    if revoke_token(request.home_storage, token_id):
+        audit(request, "token revoked", home=True, detail=token_id)
         flash(request, request.t("Revoked token {id}.", id=token_id))
     else:
         flash(request, request.t("No live token {id}.", id=token_id), "error")

@@ -45,7 +45,7 @@ def login(request: Any) -> Any:
     name = text_param(request, "username", 64)
     password = request.POST.get("password", "")
     target = safe_next(request.POST.get("next"), request.route_path("workers"))
-    storage, policy = request.storage, request.registry.ztq_settings.login
+    storage, policy = request.home_storage, request.registry.ztq_settings.login
     addr = request.client_addr  # X-Forwarded-For only from a trusted proxy
     form = {"next": target, "username": name, "failed": False, "wait": 0}
     wait, ended = login_wait(storage, policy, name, addr)
@@ -83,7 +83,9 @@ def logout(request: Any) -> HTTPSeeOther:
     user = request.user
     headers = forget(request)
     if user is not None:
-        write_audit(request.storage, user.name, "signed out", detail=f"from {request.client_addr}")
+        write_audit(
+            request.home_storage, user.name, "signed out", detail=f"from {request.client_addr}"
+        )
     return HTTPSeeOther(location=request.route_path("login"), headers=headers)
 
 

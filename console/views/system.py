@@ -18,6 +18,7 @@ from pyramid.view import (
     view_config,
 )
 
+from ztq.console.redis import MISSING
 from ztq.console.security import IdentityRefused, LoginThrottled, basic_allowed
 from ztq.core.errors import ConnectionFailed, ZtqError
 
@@ -63,7 +64,11 @@ def forbidden(exc: Any, request: Any) -> Any:
 
 @notfound_view_config()
 def not_found(exc: Any, request: Any) -> Any:
-    detail = getattr(exc, "ztq_message", "") or request.t("There is nothing at this address.")
+    detail = getattr(exc, "ztq_message", "")
+    missing = request.environ.get(MISSING)
+    if not detail and missing:
+        detail = request.t("No system named {name}.", name=missing)
+    detail = detail or request.t("There is nothing at this address.")
     return _problem(request, 404, request.t("Not found"), detail)
 
 
