@@ -149,6 +149,41 @@ def choice(*allowed: str) -> Callable[[Any], str]:
     return parse
 
 
+SYSTEM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-]{0,31}$")  # a path segment of the console
+
+
+def system_name(raw: Any) -> str:
+    """A system's name, or empty (none chosen)."""
+    if not isinstance(raw, str) or not (raw.strip() == "" or SYSTEM_NAME.match(raw.strip())):
+        raise ValueError(f"must be 1-32 of A-Z a-z 0-9 _ - (a letter or digit first), not {raw!r}")
+    return raw.strip()
+
+
+def system_list(raw: Any) -> tuple[tuple[str, str, str], ...]:
+    """``NAME URL [PREFIX]`` a line (``;`` separates them too; blank lines and ``#``
+    comments skipped) -> ((name, url, prefix or ""), ...), each part checked; a repeated
+    name is an error (two on the same Redis and prefix: see :func:`systems_of`)."""
+    if isinstance(raw, tuple):
+        return raw
+    out: list[tuple[str, str, str]] = []
+    for number_, line in enumerate(re.split(r"[\n;]", str(raw)), start=1):
+        parts = line.split("#", 1)[0].split()
+        if not parts:
+            continue
+        where = f"entry {number_} ({line.strip()!r})"
+        if len(parts) not in (2, 3):
+            raise ValueError(f"{where}: must be 'NAME URL [PREFIX]', found {len(parts)} fields")
+        try:
+            name, url = system_name(parts[0]), redis_url(parts[1])
+            prefix = key_prefix(parts[2]) if len(parts) == 3 else ""
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+        if any(other == name for other, _, _ in out):
+            raise ValueError(f"{where}: the name {name!r} is given twice")
+        out.append((name, url, prefix))
+    return tuple(out)
+
+
 def app_spec(raw: Any) -> str:
     value = str(raw).strip()
     module, sep, attr = value.partition(":")
@@ -225,6 +260,11 @@ SETTINGS: tuple[Setting, ...] = (
             "most threads the autoscaled queues run together; 0: each queue's maximum only"),
     _worker("autoscale_idle_beats", number(1, 1000, whole=True), 3,
             "heartbeats an autoscaled queue's threads stay unneeded before some are let go"),
+    Setting("systems", system_list, (), "more Redis systems the console and the ztq "
+            "commands can watch: one 'NAME URL [PREFIX]' a line (';' separates them too; "
+            "PREFIX defaults to prefix); docs/systems.md", app_key="ztq.systems"),
+    Setting("system", system_name, "", "the system of ztq.systems a ztq command works on "
+            "(flag --system); default: the one redis_url and prefix give", app_key=None),
     Setting("log_level", choice("debug", "info", "warning", "error", "critical"), "info",
             "level of the ztq command's log (flag --log-level or environment only: logging "
             "starts before any file is read)", app_key=None),
@@ -278,7 +318,7 @@ BY_APP_KEY = {s.app_key: s for s in SETTINGS if s.app_key}
 BY_WORKER_KEY = {k: s for s in SETTINGS for k in s.worker_keys}
 CONNECTION = ("redis_url", "prefix")
 WORKER = tuple(s.name for s in SETTINGS if s.worker_keys)
-CONSOLE = (*CONNECTION, *(s.name for s in SETTINGS if s.name.startswith("console.")))
+CONSOLE = (*CONNECTION, "systems", *(s.name for s in SETTINGS if s.name.startswith("console.")))
 ALERTS = tuple(s.name for s in SETTINGS if s.name.startswith("alerts."))
 
 
@@ -301,6 +341,49 @@ class Resolved:
 class ConnectionSettings:
     redis_url: str
     prefix: str
+
+
+DEFAULT_SYSTEM = "default"
+
+
+@dataclass(frozen=True)
+class System:
+    """One Redis system (a Redis and a key prefix) that the console and the ``ztq``
+    commands can watch, by name; ``default``: the one ``redis_url`` and ``prefix`` give."""
+
+    name: str
+    redis_url: str
+    prefix: str
+    default: bool = False
+
+
+def systems_of(default: ConnectionSettings, listed: Resolved) -> tuple[System, ...]:
+    """The default system first (named by the entry of ``systems`` on its URL and prefix,
+    else ``default``), then the other entries of ``systems`` in their order; an entry
+    without a prefix takes the default's."""
+    first = System(DEFAULT_SYSTEM, default.redis_url, default.prefix, default=True)
+    others: list[System] = []
+    seen: dict[tuple[str, str], str] = {}
+    for name, url, prefix in listed.value:
+        system = System(name, url, prefix or default.prefix)
+        where = (system.redis_url, system.prefix)
+        if where in seen:
+            raise ConfigError(
+                f"{listed.source}: systems {seen[where]!r} and {name!r} are the same Redis and "
+                "prefix: keep one"
+            )
+        seen[where] = name
+        if where == (first.redis_url, first.prefix):
+            first = System(name, first.redis_url, first.prefix, default=True)
+        else:
+            others.append(system)
+    for system in others:
+        if system.name == first.name:
+            raise ConfigError(
+                f"{listed.source}: systems names {system.name!r} a Redis or prefix other than "
+                f"the default system's ({first.name}: redis_url and prefix): rename it"
+            )
+    return (first, *others)
 
 
 def _fail(setting: Setting, label: str, source: str, reason: str) -> ConfigError:
@@ -519,8 +602,41 @@ def connection(
     *,
     path: str | os.PathLike[str] | None = None,
     environ: Mapping[str, str] | None = None,
+    system: str | None = None,
 ) -> ConnectionSettings:
-    """The Redis URL and key prefix: ``url``/``prefix`` (flags), environment, ``path``, default."""
+    """The Redis URL and key prefix: ``url``/``prefix`` (flags), environment, ``path``, default.
+
+    A system named by ``system`` (the flag ``--system``) or ``ZTQ_SYSTEM`` gives them
+    instead (see :func:`systems`); naming one with ``url`` or ``prefix`` is an error.
+    """
     ini = read_ini(path).values if path is not None else None
+    chosen = resolve(["system"], flags={"system": system}, environ=environ)["system"]
+    if chosen.value:
+        if url or prefix:
+            raise ConfigError(
+                f"{chosen.source}: give a system or a Redis URL and prefix (--redis, --prefix, "
+                "--app with its own), not both"
+            )
+        found = systems(path=path, environ=environ, ini=ini)
+        for s in found:
+            if s.name == chosen.value:
+                return ConnectionSettings(s.redis_url, s.prefix)
+        names = ", ".join(s.name for s in found)
+        raise ConfigError(f"{chosen.source}: no system named {chosen.value!r}; known: {names}")
     got = resolve(CONNECTION, flags={"redis_url": url, "prefix": prefix}, environ=environ, ini=ini)
     return ConnectionSettings(got["redis_url"].value, got["prefix"].value)
+
+
+def systems(
+    *,
+    path: str | os.PathLike[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    ini: Mapping[str, IniValue] | None = None,
+) -> tuple[System, ...]:
+    """Every system the ``ztq`` commands know: the default (environment > ``path`` >
+    default), then ``systems`` (environment ``ZTQ_SYSTEMS`` > ``path``)."""
+    if ini is None and path is not None:
+        ini = read_ini(path).values
+    got = resolve((*CONNECTION, "systems"), environ=environ, ini=ini)
+    default = ConnectionSettings(got["redis_url"].value, got["prefix"].value)
+    return systems_of(default, got["systems"])
