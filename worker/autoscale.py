@@ -14,7 +14,8 @@ no Redis, threads or clock; :mod:`ztq.worker.scaler` measures and applies. The r
   hold ``GROW_BEATS`` heartbeats in a row.
 - **shrink** only after the threads were more than needed ``idle_beats`` heartbeats in a row
   and as long since the last growth, by half the excess each beat (at least one).
-- **ceilings**: from ``cpu_max`` host CPU % or ``memory_max`` host memory % nothing grows
+- **ceilings**: from ``cpu_max`` host CPU % or ``memory_max`` host memory % (100: no
+  ceiling) nothing grows
   (logged once when it starts holding a queue back); over the memory ceiling the largest
   queue above its minimum lets one thread go each beat. ``threads_max`` caps the threads of
   the autoscaled thread and process queues together: the most pressed queue is served
@@ -206,10 +207,10 @@ class Autoscaler:
         memory ceiling let one thread of the largest queue above its minimum go."""
         lim = self.limits
         over = ""
-        if host.memory >= lim.memory_max:
+        if lim.memory_max < 100 and host.memory >= lim.memory_max:
             over = "memory"
             label = f"memory {host.memory:.0f}% ≥ {lim.memory_max:.0f}%"
-        elif host.cpu >= lim.cpu_max:
+        elif lim.cpu_max < 100 and host.cpu >= lim.cpu_max:
             over = "cpu"
             label = f"CPU {host.cpu:.0f}% ≥ {lim.cpu_max:.0f}%"
         shed = ""

@@ -195,3 +195,9 @@ def test_a_range_and_a_count_for_one_queue_or_minima_over_the_cap(tmp_path: Path
     path.write_text("[server]\nautoscale_threads_max = 3\n[queues]\na = 2..8\nb = 2..8\n")
     with pytest.raises(ConfigError, match="minima add up to 4 threads"):
         load_config(path)
+
+
+def test_a_ceiling_of_100_is_none() -> None:
+    scaler = Autoscaler(Limits(cpu_max=100, memory_max=100))
+    pressed = mail(2, ready=340, busy=2.0, runs=9, run_time=0.05)
+    assert run(scaler, [pressed], Host(cpu=100, memory=100)) == {"mail": 6}
