@@ -602,29 +602,39 @@ def connection(
     *,
     path: str | os.PathLike[str] | None = None,
     environ: Mapping[str, str] | None = None,
-    system: str | None = None,
 ) -> ConnectionSettings:
-    """The Redis URL and key prefix: ``url``/``prefix`` (flags), environment, ``path``, default.
-
-    A system named by ``system`` (the flag ``--system``) or ``ZTQ_SYSTEM`` gives them
-    instead (see :func:`systems`); naming one with ``url`` or ``prefix`` is an error.
-    """
+    """The Redis URL and key prefix: ``url``/``prefix`` (flags), environment, ``path``, default."""
     ini = read_ini(path).values if path is not None else None
-    chosen = resolve(["system"], flags={"system": system}, environ=environ)["system"]
-    if chosen.value:
-        if url or prefix:
-            raise ConfigError(
-                f"{chosen.source}: give a system or a Redis URL and prefix (--redis, --prefix, "
-                "--app with its own), not both"
-            )
-        found = systems(path=path, environ=environ, ini=ini)
-        for s in found:
-            if s.name == chosen.value:
-                return ConnectionSettings(s.redis_url, s.prefix)
-        names = ", ".join(s.name for s in found)
-        raise ConfigError(f"{chosen.source}: no system named {chosen.value!r}; known: {names}")
     got = resolve(CONNECTION, flags={"redis_url": url, "prefix": prefix}, environ=environ, ini=ini)
     return ConnectionSettings(got["redis_url"].value, got["prefix"].value)
+
+
+def command_connection(
+    url: str | None = None,
+    prefix: str | None = None,
+    *,
+    system: str | None = None,
+    path: str | os.PathLike[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> tuple[ConnectionSettings, System | None]:
+    """What a ``ztq`` command connects to: the system ``system`` (the flag ``--system``) or
+    ``ZTQ_SYSTEM`` names (see :func:`systems`), else :func:`connection`. Naming a system
+    with ``url`` or ``prefix`` is an error. Only the commands read ``ZTQ_SYSTEM``: an
+    application's ``connect()`` never does."""
+    chosen = resolve(["system"], flags={"system": system}, environ=environ)["system"]
+    if not chosen.value:
+        return connection(url, prefix, path=path, environ=environ), None
+    if url or prefix:
+        raise ConfigError(
+            f"{chosen.source}: give a system or a Redis URL and prefix (--redis, --prefix, "
+            "--app with its own), not both"
+        )
+    found = systems(path=path, environ=environ)
+    for s in found:
+        if s.name == chosen.value:
+            return ConnectionSettings(s.redis_url, s.prefix), s
+    names = ", ".join(s.name for s in found)
+    raise ConfigError(f"{chosen.source}: no system named {chosen.value!r}; known: {names}")
 
 
 def systems(

@@ -1,5 +1,6 @@
 """The ``ztq`` command: ``worker``; the operator's ``info``, ``workers``, ``queue``,
-``errors``, ``task``, ``redo``, ``delete``, ``purge`` and ``check`` (:mod:`ztq.worker.ops`);
+``errors``, ``task``, ``redo``, ``delete``, ``purge``, ``check`` and ``systems``
+(:mod:`ztq.worker.ops`);
 ``enqueue``; ``token`` and ``hash-password`` for the console."""
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ztq", description="ztq task queue")
     parser.add_argument("--log-level", help="debug, info (default), warning, error")
     parser.add_argument("--log-format", help="text (default) or json: one JSON object a line")
+    parser.add_argument("--system", help="the system of ztq.systems to work on (docs/systems.md)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     w = sub.add_parser("worker", help="run a worker")
@@ -217,6 +219,12 @@ def build_parser() -> argparse.ArgumentParser:
     tl.add_argument("--json", action="store_true", help="one JSON list")
     tr = tks.add_parser("revoke", help="end a token now")
     tr.add_argument("id", help="the token's id (the 12 hex digits after ztq_)")
+    sy = sub.add_parser("systems", help="every system of ztq.systems, with its health")
+    sy.add_argument("-c", "--config", help="app.ini (or a worker file) with ztq.systems")
+    sy.add_argument("--json", action="store_true", help="one object per system")
+    for p in (w, info, wk, qu, er, tq, e, r, d, pg, ck, al, tc, tl, tr):
+        p.add_argument("--system", default=argparse.SUPPRESS, help="the system of ztq.systems "
+                       "to work on (or ZTQ_SYSTEM; not with --redis/--prefix)")  # fmt: skip
     for p in (info, wk, qu, er, tq, e, r, d, pg, ck, al, tc, tl, tr):
         p.add_argument("-c", "--config", help="ini file (worker.ini or app.ini) for Redis")
         p.add_argument("--redis", help="Redis URL (overrides ZTQ_REDIS_URL and the file)")
@@ -268,6 +276,11 @@ def cmd_worker(args: argparse.Namespace) -> int:
         "burst": args.burst or None,
         "health": args.health_port,
     }
+    chosen, system = settings.command_connection(
+        args.redis, args.prefix, system=args.system, path=args.config
+    )
+    if system is not None:  # --system / ZTQ_SYSTEM: that system's Redis and prefix, as flags
+        overrides.update(redis_url=chosen.redis_url, prefix=chosen.prefix)
     cfg = load_config(args.config, **overrides)
     if args.imports:  # added to the modules of the environment or the file
         cfg = cfg.with_changes(imports=tuple(dict.fromkeys((*cfg.imports, *args.imports))))
@@ -278,11 +291,13 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def _connect(args: argparse.Namespace) -> ztq.Storage:
-    """The app's (--app, else the default app's) connection, from --redis / --prefix (or the
-    app's own) > environment > -c FILE > default."""
+    """The app's (--app, else the default app's) connection, from --system / ZTQ_SYSTEM (a
+    system of ztq.systems, docs/systems.md), else --redis / --prefix (or the app's own) >
+    environment > -c FILE > default. ``args.system_name``: the system named, or ''."""
     app = load_app(args.app) if args.app else default_app()
     url, prefix = connection_flags(app, args.redis, args.prefix)
-    cfg = settings.connection(url, prefix, path=args.config)
+    cfg, system = settings.command_connection(url, prefix, system=args.system, path=args.config)
+    args.system_name = system.name if system is not None else ""
     return app.connect(cfg.redis_url, prefix=cfg.prefix)
 
 
@@ -366,7 +381,12 @@ def _ops(name: str) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
         from ztq.worker import ops
 
-        return int(getattr(ops, name)(args, _connect))
+        def connect(args: argparse.Namespace) -> ztq.Storage:
+            storage = _connect(args)
+            ops.SYSTEM.set(args.system_name)  # the audit entries name the system
+            return storage
+
+        return int(getattr(ops, name)(args, connect))
 
     return run
 
@@ -382,6 +402,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "delete": _ops("cmd_delete"),
     "purge": _ops("cmd_purge"),
     "check": _ops("cmd_check"),
+    "systems": _ops("cmd_systems"),
     "alerts": cmd_alerts,
     "enqueue": cmd_enqueue,
     "token": cmd_token,

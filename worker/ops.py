@@ -17,6 +17,7 @@ import getpass
 import sys
 import time
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 from rich.console import Group, RenderableType
@@ -50,8 +51,12 @@ def _who() -> str:
         return "cli:?"
 
 
+# the system of ztq.systems the command works on (--system): its audit entries name it
+SYSTEM: ContextVar[str] = ContextVar("ztq_cli_system", default="")
+
+
 def _audit(storage: Storage, action: str, **fields: Any) -> None:
-    streams.write_audit(storage, _who(), action, **fields)
+    streams.write_audit(storage, _who(), action, system=SYSTEM.get(), **fields)
 
 
 _ago = terminal.age
@@ -410,3 +415,43 @@ def cmd_check(args: argparse.Namespace, connect: Connect) -> int:
     else:
         print("ok")
     return code
+
+
+# -- several systems (docs/systems.md) ---------------------------------------------------------
+SYSTEM_COLUMNS = (Col("SYSTEM"), Col("REDIS", wrap=20, drop=1), Col("PREFIX", drop=2),
+                  Col("STATUS"), Col("WORKERS", number=True), Col("LOST", number=True, drop=3),
+                  Col("QUEUES", number=True, drop=4), Col("READY", number=True),
+                  Col("RUNNING", number=True, drop=5),
+                  Col("ERRORS", number=True))  # fmt: skip
+
+
+def cmd_systems(args: argparse.Namespace, connect: Connect) -> int:
+    """Every system of ``ztq.systems`` (the default first) with its health, each asked at
+    the same time; exit 1 when one does not answer."""
+    from ztq.core import settings
+    from ztq.core.connection import make_client
+    from ztq.core.systems import health_of_all
+
+    def storage_of(system: settings.System) -> Storage:
+        return Storage(make_client(system.redis_url), prefix=system.prefix, url=system.redis_url)
+
+    found = health_of_all(settings.systems(path=args.config), storage_of, DEFAULT_LOST_AFTER)
+    if args.json:
+        terminal.print_json([h.as_dict() for h in found])
+    else:
+        t = terminal.table(*SYSTEM_COLUMNS, title="Systems")
+        for h in found:
+            name = f"{h.name} (default)" if h.default else h.name
+            if not h.reachable:
+                t.add_row(name, h.redis, h.prefix, Text("unreachable", style="bold red"),
+                          "–", "–", "–", "–", "–", "–")  # fmt: skip
+                continue
+            lost = Text(str(h.lost), style="bold red" if h.lost else "")
+            errors = Text(str(h.errors), style="red" if h.errors else "")
+            t.add_row(name, h.redis, h.prefix, Text("ok", style="green"), str(h.workers), lost,
+                      str(h.queues), str(h.waiting), str(h.running), errors)  # fmt: skip
+        terminal.out().print(t)
+        for h in found:
+            if not h.reachable:
+                terminal.err().print(f"ztq systems: {h.name}: {h.problem}")
+    return 0 if all(h.reachable for h in found) else 1

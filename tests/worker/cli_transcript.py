@@ -143,6 +143,7 @@ VARYING: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\bztq_[0-9a-f]{12}_[\w-]+"), "<token>"),
     (re.compile(r"\bscrypt\$\S+"), "<hash>"),
     (re.compile(r"\b[0-9a-f]{32}\b|\b[0-9a-f]{12}\b"), "<id>"),
+    (re.compile(r"\b127\.0\.0\.1:\d+/\d+\b"), "127.0.0.1:<port>/<db>"),  # docs/systems.md
     (re.compile(r"\b127\.0\.0\.1:\d+"), "127.0.0.1:<port>"),
     (re.compile(r"Python/[\d.]+"), "Python/<version>"),
     (JSON_TIMES, r'"\1": <varies>'),
@@ -256,6 +257,10 @@ def run_cli(block: Block, url: str) -> tuple[int, str]:
     words = shlex.split(fill(command, ids))
     assert words[0] == "ztq", command
     argv, env = [str(BIN / "ztq"), *words[1:]], environment(ZTQ_REDIS_URL=url)
+    if words[1] == "systems" or "--system" in words:  # docs/systems.md: eu is the shop,
+        # us an empty database beside it, asia a Redis that is down
+        server = url.rsplit("/", 1)[0]
+        env["ZTQ_SYSTEMS"] = f"eu {url}; us {server}/0; asia redis://127.0.0.1:{free_port()}/0"
     if width:
         return on_a_terminal(argv, env, "", "", columns=int(width[1]))
     if words[1] == "hash-password":
