@@ -17,7 +17,7 @@ from ztq.core.calls import TASK_ID
 from ztq.core.errors import InvalidName
 from ztq.core.keys import check_physical, split_shard
 
-STATES = ("queued", "delayed", "running", "error", "done")
+STATES = ("queued", "overflow", "delayed", "running", "error", "done")
 
 
 def not_found(message: str) -> HTTPNotFound:

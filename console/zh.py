@@ -108,6 +108,7 @@ MESSAGES: dict[str, str] = {
     "Uptime": "已运行",
     # states, kinds, priorities
     "queued": "排队中",
+    "overflow": "缓冲中",
     "delayed": "延迟",
     "running": "运行中",
     "error": "出错",

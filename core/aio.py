@@ -21,6 +21,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from ztq.core import settings
 from ztq.core.errors import ConfigError, ConnectionFailed, NotReplicated
 from ztq.core.keys import shard_for, shard_names
+from ztq.core.queue_limits import QueueLimits, RoomWait
 from ztq.core.record import TaskRecord
 from ztq.core.scripts import SCRIPTS, Op
 from ztq.core.states import TaskState
@@ -139,6 +140,16 @@ class AsyncStorage:
         timeout = min(max(timeout, 0.001), MAX_BLOCK)
         return await self._guarded(self.client.blpop(keys, timeout=timeout)) is not None
 
+    async def queue_limits(self, queue: str) -> QueueLimits:
+        return QueueLimits.from_hash(
+            await self._guarded(self.client.hgetall(self.keys.config(queue)))
+        )
+
+    async def wait_room(self, queue: str, timeout: float) -> None:
+        """:meth:`Storage.wait_room`: until a fetch makes room in a full queue, or timeout."""
+        timeout = min(max(timeout, 0.01), MAX_BLOCK)
+        await self._guarded(self.client.blpop([self.keys.room(queue)], timeout=timeout))
+
     async def set_run_info(
         self, queue: str, task_id: str, token: int, worker: str, field: str, value: str
     ) -> bool:
@@ -225,11 +236,17 @@ async def asend(call: TaskCall) -> TaskHandle[Any]:
     op = storage.ops.enqueue_op(queue, [entry(call, task_id)])
     replicas = replicas_for(app, [call])
     confirmed = replicas
-    if replicas:
-        [reply], confirmed = await storage.execute_replicated([op], replicas, timeout_ms(app))
-        returned_id, outcome = reply
-    else:
-        returned_id, outcome = await storage.call(*op)
+    wait: RoomWait | None = None
+    while True:
+        if replicas:
+            [reply], confirmed = await storage.execute_replicated([op], replicas, timeout_ms(app))
+            returned_id, outcome = reply
+        else:
+            returned_id, outcome = await storage.call(*op)
+        if outcome != "full":
+            break
+        wait = wait or RoomWait(queue, await storage.queue_limits(queue))
+        await storage.wait_room(queue, wait.next_wait())  # QueueFull when it must not wait
     handle: TaskHandle[Any] = TaskHandle(
         str(returned_id), queue, call.connection, str(outcome), app
     )

@@ -32,6 +32,7 @@ from ztq.core.handle import TaskHandle
 from ztq.core.handle import ping as _ping
 from ztq.core.middleware import Chain, Middleware
 from ztq.core.policies import default_middleware
+from ztq.core.queue_limits import KEEP, Keep
 from ztq.core.registry import Registry, TaskFunction, make_task, origin
 from ztq.core.states import Priority
 from ztq.core.storage import Storage
@@ -230,12 +231,28 @@ class App:
 
     # -- queues ------------------------------------------------------------------------------
     def configure_queue(
-        self, queue: str, *, max_running: int | None, connection: str = "default"
+        self,
+        queue: str,
+        *,
+        max_running: int | None | Keep = KEEP,
+        max_pending: int | None | Keep = KEEP,
+        when_full: str | Keep = KEEP,
+        block_timeout: float | Keep = KEEP,
+        connection: str = "default",
     ) -> None:
-        """Queue-wide settings, kept in Redis and enforced by the scripts for every worker:
+        """Queue-wide settings, kept in Redis and enforced by the scripts for every producer
+        and worker (docs/queue-controls.md); settings not given are kept, None lifts a limit.
+
         ``max_running=1`` makes a queue serial (a single-writer index is never written by
-        two runs at once, however many workers serve it); None lifts the limit."""
-        self.connections.get(connection).configure(queue, max_running=max_running)
+        two runs at once, however many workers serve it). ``max_pending=N`` bounds the tasks
+        waiting to run; an enqueue that finds N waiting raises :class:`QueueFull`
+        (``when_full="raise"``), waits up to ``block_timeout`` seconds for room
+        (``"block"``), or puts the task in the queue's overflow buffer, fed in as the queue
+        drains (``"buffer"``: the producer never waits and nothing is lost)."""
+        self.connections.get(connection).configure(
+            queue, max_running=max_running, max_pending=max_pending, when_full=when_full,
+            block_timeout=block_timeout,
+        )  # fmt: skip
 
     # -- channels ----------------------------------------------------------------------------
     def subscribe_task(
@@ -333,9 +350,20 @@ else:
         return default_app().task(fn, **options)
 
 
-def configure_queue(queue: str, *, max_running: int | None, connection: str = "default") -> None:
+def configure_queue(
+    queue: str,
+    *,
+    max_running: int | None | Keep = KEEP,
+    max_pending: int | None | Keep = KEEP,
+    when_full: str | Keep = KEEP,
+    block_timeout: float | Keep = KEEP,
+    connection: str = "default",
+) -> None:
     """:meth:`App.configure_queue` of the default app."""
-    default_app().configure_queue(queue, max_running=max_running, connection=connection)
+    default_app().configure_queue(
+        queue, max_running=max_running, max_pending=max_pending, when_full=when_full,
+        block_timeout=block_timeout, connection=connection,
+    )  # fmt: skip
 
 
 def subscribe_task(

@@ -72,6 +72,7 @@ __all__ = [
 # ZTQ's has_task words for ztq's states (ZTQ had no delayed tasks and kept no finished ones)
 PING_WORDS = {
     "queued": "queue",
+    "overflow": "queue",
     "delayed": "queue",
     "running": "running",
     "error": "error",

@@ -8,9 +8,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ztq.core.calls import TaskCall
-from ztq.core.errors import NotReplicated
+from ztq.core.errors import NotReplicated, QueueFull
 from ztq.core.handle import TaskHandle, app_or_default
 from ztq.core.keys import shard_for
+from ztq.core.queue_limits import RoomWait, send_until_room
 from ztq.core.scripts import Op
 from ztq.core.storage import EnqueueEntry, Storage
 from ztq.core.transaction import current_buffer
@@ -58,11 +59,22 @@ def send(
     op = storage.enqueue_op(queue, [entry(call, task_id, cron)])
     replicas = replicas_for(app, [call])
     confirmed = replicas
-    if replicas:
-        [reply], confirmed = storage.execute_replicated([op], replicas, timeout_ms(app))
-        returned_id, outcome = reply
-    else:
-        returned_id, outcome = storage.call(*op)
+
+    def write() -> tuple[str, str]:
+        nonlocal confirmed
+        if replicas:
+            [reply], confirmed = storage.execute_replicated([op], replicas, timeout_ms(app))
+            return reply[0], reply[1]
+        reply = storage.call(*op)
+        return reply[0], reply[1]
+
+    returned_id, outcome = send_until_room(
+        queue,
+        write,
+        lambda: storage.queue_limits(queue),
+        lambda seconds: storage.wait_room(queue, seconds),
+        can_block=cron is None,  # a cron tick that finds its queue full is not fired
+    )
     log.debug("enqueue %s %s -> %s", call.task, returned_id, outcome)
     handle = TaskHandle(str(returned_id), queue, call.connection, str(outcome), app)
     app.middleware.notify("after_enqueue", app, call, handle)
@@ -82,39 +94,87 @@ def timeout_ms(app: App) -> int:
 
 def send_many(items: Sequence[tuple[TaskCall, str]]) -> list[TaskHandle]:
     """Write buffered calls: one round trip per connection (of each app); the tasks of one
-    queue go in chunks of ``CHUNK`` per script call, in the order given."""
+    queue go in chunks of ``CHUNK`` per script call, in the order given.
+
+    Tasks that meet a full queue (``max_pending``) wait for room when its policy is
+    ``block`` (and are written after the others); the rest are written and
+    :class:`QueueFull` lists the ones refused."""
     by_conn: dict[Storage, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
     apps = [app_or_default(call.app) for call, _ in items]
     for pos, (call, task_id) in enumerate(items):
         storage = apps[pos].connections.get(call.connection)
         by_conn[storage][placed(apps[pos], call, task_id, storage)].append(pos)
     handles: list[TaskHandle | None] = [None] * len(items)
+    refused: list[QueueFull] = []
     for storage, by_queue in by_conn.items():
-        ops: list[Op] = []
-        chunks: list[list[int]] = []
-        queue_of: list[str] = []
+        replies, replicas, confirmed = _write(storage, by_queue, items, apps)
         for queue, positions in by_queue.items():
-            for start in range(0, len(positions), CHUNK):
-                chunk = positions[start : start + CHUNK]
-                ops.append(storage.enqueue_op(queue, [entry(*items[p]) for p in chunk]))
-                chunks.append(chunk)
-                queue_of.append(queue)
-        calls = [items[p][0] for chunk in chunks for p in chunk]
-        app = apps[chunks[0][0]]
-        replicas = replicas_for(app, calls) if calls else 0
-        confirmed = replicas
-        if replicas:
-            replies, confirmed = storage.execute_replicated(ops, replicas, timeout_ms(app))
-        else:
-            replies = storage.execute(ops)
-        for chunk, queue, reply in zip(chunks, queue_of, replies, strict=True):
-            for n, pos in enumerate(chunk):
+            full = [p for p in positions if replies[p][1] == "full"]
+            if not full:
+                continue
+            wait = RoomWait(queue, storage.queue_limits(queue))
+            while full:
+                try:
+                    storage.wait_room(queue, wait.next_wait())
+                except QueueFull as exc:
+                    exc.refused = [items[p][1] for p in full]
+                    refused.append(exc)
+                    break
+                more, _, again = _write(storage, {queue: full}, items, apps)
+                replies |= more
+                confirmed = min(confirmed, again)
+                full = [p for p in full if more[p][1] == "full"]
+        for queue, positions in by_queue.items():
+            for pos in positions:
+                rid, outcome = replies[pos]
+                if outcome == "full":
+                    continue
                 call = items[pos][0]
-                rid, outcome = reply[2 * n], reply[2 * n + 1]
-                handle = TaskHandle(str(rid), queue, call.connection, str(outcome), apps[pos])
+                handle = TaskHandle(rid, queue, call.connection, outcome, apps[pos])
                 apps[pos].middleware.notify("after_enqueue", apps[pos], call, handle)
                 handles[pos] = handle
         if confirmed < replicas:
-            unsure = [handles[p] for chunk in chunks for p in chunk]
+            unsure = [handles[p] for ps in by_queue.values() for p in ps if handles[p]]
             raise NotReplicated(unsure, confirmed, replicas)
-    return [h for h in handles if h is not None]
+    written = [h for h in handles if h is not None]
+    if refused:
+        ids = [i for exc in refused for i in exc.refused]
+        raise QueueFull(
+            refused[0].queue,
+            refused[0].limit,
+            f"{len(ids)} of {len(items)} task(s) not enqueued: " + "; ".join(map(str, refused)),
+            ids,
+            list(written),
+        )
+    return written
+
+
+def _write(
+    storage: Storage,
+    by_queue: dict[str, list[int]],
+    items: Sequence[tuple[TaskCall, str]],
+    apps: Sequence[App],
+) -> tuple[dict[int, tuple[str, str]], int, int]:
+    """One round trip: the tasks at these positions, in chunks per queue. Returns each
+    position's (id, outcome), the replicas asked for and how many confirmed."""
+    ops: list[Op] = []
+    chunks: list[list[int]] = []
+    for queue, positions in by_queue.items():
+        for start in range(0, len(positions), CHUNK):
+            chunk = positions[start : start + CHUNK]
+            ops.append(storage.enqueue_op(queue, [entry(*items[p]) for p in chunk]))
+            chunks.append(chunk)
+    calls = [items[p][0] for chunk in chunks for p in chunk]
+    replicas = replicas_for(apps[chunks[0][0]], calls) if calls else 0
+    confirmed = replicas
+    if replicas:
+        replies, confirmed = storage.execute_replicated(
+            ops, replicas, timeout_ms(apps[chunks[0][0]])
+        )
+    else:
+        replies = storage.execute(ops)
+    out: dict[int, tuple[str, str]] = {}
+    for chunk, reply in zip(chunks, replies, strict=True):
+        for n, pos in enumerate(chunk):
+            out[pos] = (str(reply[2 * n]), str(reply[2 * n + 1]))
+    return out, replicas, confirmed

@@ -98,3 +98,22 @@ class ChannelFull(ZtqError):
 class TransferFailed(ZtqError):
     """A file sent through a channel did not arrive whole: its size or SHA-256 differ from
     what the sender announced, or a part of it was never received."""
+
+
+class QueueFull(ZtqError):
+    """A queue holds ``max_pending`` tasks waiting to run and its policy is ``raise`` (or
+    ``block`` and no room came in time): the task was not enqueued, nothing was written.
+    ``refused`` lists the ids left out of a batch (the rest were enqueued); ``handles``
+    the tasks of the batch that were."""
+
+    def __init__(
+        self,
+        queue: str,
+        limit: int | None,
+        message: str,
+        refused: list[str] | None = None,
+        handles: list[object] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.queue, self.limit = queue, limit
+        self.refused, self.handles = refused or [], handles or []

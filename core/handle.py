@@ -61,9 +61,10 @@ class TaskHandle(Generic[R]):
         return None if rec is None else rec.result
 
     def cancel(self) -> bool:
-        """Take the task back before it runs: True when it was queued or delayed and is gone
-        now (its record too); False when it is running (kill it from the console or the
-        ``ztq`` command), finished, or unknown. Atomic: a worker cannot lease it meanwhile."""
+        """Take the task back before it runs: True when it was queued, buffered (overflow) or
+        delayed and is gone now (its record too); False when it is running (kill it from the
+        console or the ``ztq`` command), finished, or unknown. Atomic: a worker cannot lease
+        it meanwhile."""
         deleted, _ = self.storage.remove(self.queue, [self.id], cancel=True)
         return deleted == 1
 

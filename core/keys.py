@@ -149,9 +149,18 @@ class Keys:
         return self._q(queue, "paused")
 
     def config(self, queue: str) -> str:
-        """Queue-wide settings the scripts enforce (``max_running``), set by
-        ``configure_queue``."""
+        """Queue-wide settings the scripts enforce (``max_running``, ``max_pending``,
+        ``when_full``, ``block_timeout``), set by ``configure_queue``."""
         return self._q(queue, "config")
+
+    def overflow(self, queue: str) -> str:
+        """A full queue's buffer (``when_full = buffer``): ids that wait to enter the ready
+        lists, moved in (oldest first) as the queue drains."""
+        return self._q(queue, "overflow")
+
+    def room(self, queue: str) -> str:
+        """Wake-up tokens for producers blocked on a full queue (``when_full = block``)."""
+        return self._q(queue, "room")
 
     def cronlast(self, queue: str) -> str:
         return self._q(queue, "cronlast")

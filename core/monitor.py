@@ -20,6 +20,7 @@ from typing import Any
 
 from ztq.core import timings
 from ztq.core.keys import split_shard
+from ztq.core.queue_limits import QueueLimits
 from ztq.core.record import TaskRecord
 from ztq.core.states import PRIORITIES
 from ztq.core.storage import EnqueueEntry, Storage
@@ -81,10 +82,19 @@ class QueueStats:
     throughput: list[tuple[int, int, int]] = field(default_factory=list)  # (minute, done, failed)
     window: timings.Slot = field(default_factory=lambda: timings.Slot(0))  # runs of the window
     shards: list[str] = field(default_factory=list)  # a folded queue's shards ([] when none)
+    overflow: int = 0  # tasks in the overflow buffer (``when_full = buffer``)
+    limits: QueueLimits = field(default_factory=QueueLimits)  # max_running, max_pending, ...
 
     @property
     def pending(self) -> int:
         return sum(self.ready.values())
+
+    @property
+    def full(self) -> bool:
+        """The queue holds ``max_pending`` tasks waiting: new ones are refused, wait for room
+        or go to the overflow buffer, as its ``when_full`` says."""
+        limit = self.limits.max_pending
+        return limit is not None and self.pending >= limit
 
 
 def fold(name: str, parts: Sequence[QueueStats]) -> QueueStats:
@@ -109,6 +119,7 @@ def fold(name: str, parts: Sequence[QueueStats]) -> QueueStats:
         sum(s.errors for s in parts), any(s.paused for s in parts),
         pick((s.head_enqueued for s in parts), min), pick((s.first_error for s in parts), min),
         pick((s.last_error for s in parts), max), chart, window, [s.name for s in parts],
+        sum(s.overflow for s in parts),
     )  # fmt: skip
 
 
@@ -175,6 +186,8 @@ def queue_stats(
             pipe.exists(k.paused(q))
             pipe.zrange(k.errors(q), 0, 0, withscores=True)
             pipe.zrange(k.errors(q), -1, -1, withscores=True)
+            pipe.llen(k.overflow(q))
+            pipe.hgetall(k.config(q))
             for minute in span:
                 pipe.hgetall(k.stats(q, minute))
         replies = iter(pipe.execute())
@@ -189,6 +202,7 @@ def queue_stats(
                 heads.append((q, head))
         delayed, running, errors, paused = (int(next(replies)) for _ in range(4))
         first, last = next(replies), next(replies)
+        overflow, limits = int(next(replies)), QueueLimits.from_hash(next(replies))
         chart, window = [], timings.Slot(0)
         for minute in span:
             slot = timings.parse(minute * 60, next(replies))
@@ -196,7 +210,7 @@ def queue_stats(
             window.add(slot)
         errs = (int(first[0][1]) if first else None, int(last[0][1]) if last else None)
         out.append(QueueStats(q, ready, delayed, running, errors, bool(paused), None, *errs,
-                              chart, window))  # fmt: skip
+                              chart, window, [], overflow, limits))  # fmt: skip
     by_name = {s.name: s for s in out}
     for (q, _), rec in zip(heads, fetch_records(storage, heads), strict=True):
         enq = rec.get("enqueued") if rec else None
@@ -207,26 +221,29 @@ def queue_stats(
 
 
 def pending_page(storage: Storage, queue: str, offset: int, limit: int) -> Page:
-    """Ready tasks of one queue in run order (high, normal, low; FIFO within a level)."""
+    """Tasks waiting in one queue, in run order: the ready lists (high, normal, low; FIFO
+    within a level), then the overflow buffer (priority "overflow": they enter the ready
+    lists in this order as the queue drains)."""
     k = storage.keys
     limit, offset = clamp(limit), max(0, int(offset))
+    lists = [(str(p), k.ready(queue, p)) for p in PRIORITIES] + [("overflow", k.overflow(queue))]
     with storage.guard():
         pipe = storage.client.pipeline(transaction=False)
-        for p in PRIORITIES:
-            pipe.llen(k.ready(queue, p))
+        for _, key in lists:
+            pipe.llen(key)
         counts = [int(n) for n in pipe.execute()]
         plan: list[tuple[str, int]] = []
         start, want = offset, limit
         pipe = storage.client.pipeline(transaction=False)
-        for p, n in zip(PRIORITIES, counts, strict=True):
+        for (name, key), n in zip(lists, counts, strict=True):
             if want <= 0:
                 break
             if start >= n:
                 start -= n
                 continue
             take = min(want, n - start)
-            pipe.lrange(k.ready(queue, p), start, start + take - 1)
-            plan.append((str(p), start))
+            pipe.lrange(key, start, start + take - 1)
+            plan.append((name, start))
             want -= take
             start = 0
         windows = pipe.execute() if plan else []
@@ -478,7 +495,7 @@ def run_first(storage: Storage, queue: str, ids: Sequence[str]) -> int:
     entries = [
         EnqueueEntry(r.id, r.payload_text, r.priority, first=True)
         for r in reversed([r for r in recs if r is not None])
-        if r.state.value in ("queued", "delayed")
+        if r.state.value in ("queued", "overflow", "delayed")
     ]
     if not entries:
         return 0

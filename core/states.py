@@ -7,6 +7,7 @@ from enum import Enum
 
 class TaskState(str, Enum):
     QUEUED = "queued"
+    OVERFLOW = "overflow"  # in a full queue's overflow buffer (``when_full = buffer``)
     DELAYED = "delayed"
     RUNNING = "running"
     ERROR = "error"

@@ -23,8 +23,10 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from ztq.core import queue_limits
 from ztq.core.errors import ConnectionFailed, InvalidOption
 from ztq.core.keys import Keys, check_physical, shard_names, split_shard
+from ztq.core.queue_limits import KEEP, Keep, QueueLimits
 from ztq.core.record import TaskRecord
 from ztq.core.scripts import SCRIPTS, Op
 from ztq.core.states import Priority
@@ -144,6 +146,9 @@ class Storage:
                     k.wake(queue),
                     k.cronlast(queue),
                     k.schedule(queue),
+                    k.config(queue),
+                    k.overflow(queue),
+                    k.totals(queue),
                 ]
             else:
                 keys = [
@@ -154,6 +159,8 @@ class Storage:
                     k.wake(queue),
                     k.fence(queue),
                     k.config(queue),
+                    k.overflow(queue),
+                    k.room(queue),
                 ]
             self._key_lists[(script, queue)] = keys
         return keys
@@ -304,29 +311,46 @@ class Storage:
         for q in self.shards_of(queue):
             self.call("pause", [self.keys.paused(q), self.keys.wake(q)], ["0"])
 
-    def configure(self, queue: str, *, max_running: int | None) -> None:
-        """Set (or with None clear) the queue's limit on tasks running at once across every
-        worker, enforced by the fetch script. A sharded queue has no queue-wide count in one
-        slot, so it is refused there."""
+    def configure(
+        self,
+        queue: str,
+        *,
+        max_running: int | None | Keep = KEEP,
+        max_pending: int | None | Keep = KEEP,
+        when_full: str | Keep = KEEP,
+        block_timeout: float | Keep = KEEP,
+    ) -> int:
+        """Set (None clears) the queue's limits, enforced by the scripts for every producer
+        and worker: tasks running at once (``max_running``), tasks waiting in the ready lists
+        (``max_pending``) and what an enqueue does when that is reached (``when_full``:
+        raise, block up to ``block_timeout`` s, or buffer). Settings not given are kept. A
+        sharded queue has no queue-wide count in one slot, so it is refused. Returns how
+        many buffered tasks a raised or lifted ``max_pending`` moved in."""
         check_physical(queue)
-        if max_running is not None and (
-            isinstance(max_running, bool) or not isinstance(max_running, int) or max_running < 1
-        ):
-            raise InvalidOption(f"max_running must be an int >= 1 or None, not {max_running!r}")
+        argv = queue_limits.fields(max_running=max_running, max_pending=max_pending,
+                                   when_full=when_full, block_timeout=block_timeout)  # fmt: skip
         if len(self.shards_of(queue)) > 1:
             raise InvalidOption(
-                f"queue {queue} is sharded: max_running is counted in one slot, so a "
+                f"queue {queue} is sharded: queue limits are counted in one slot, so a "
                 "sharded queue cannot have one (see docs/scaling.md)"
             )
         k = self.keys
-        keys = [k.config(queue), k.wake(queue), *k.ready_all(queue)]
-        self.call("configure", keys, ["max_running", "" if max_running is None else max_running])
+        keys = [k.config(queue), k.wake(queue), *k.ready_all(queue), k.tasks(queue),
+                k.overflow(queue), k.room(queue)]  # fmt: skip
+        return int(self.call("configure", keys, argv))
 
-    def queue_config(self, queue: str) -> dict[str, int]:
+    def queue_config(self, queue: str) -> dict[str, Any]:
         """The queue-wide settings in force (``{"max_running": 1}``; {} when none)."""
+        return self.queue_limits(queue).as_dict()
+
+    def queue_limits(self, queue: str) -> QueueLimits:
         with self.guard():
-            raw = self.client.hgetall(self.keys.config(queue))
-        return {str(k): int(v) for k, v in raw.items()}
+            return QueueLimits.from_hash(self.client.hgetall(self.keys.config(queue)))
+
+    def wait_room(self, queue: str, timeout: float) -> None:
+        """Block until a fetch makes room in a full queue (a token, a hint) or ``timeout``."""
+        with self.guard():
+            self.client.blpop([self.keys.room(queue)], timeout=max(timeout, 0.01))
 
     def is_paused(self, queue: str) -> bool:
         with self.guard():
@@ -587,6 +611,10 @@ class Storage:
             k.delayed(queue),
             k.errors(queue),
             k.done(queue),
+            k.config(queue),
+            k.overflow(queue),
+            k.room(queue),
+            k.wake(queue),
         ]
         if purge:
             if purge not in ("ready", "delayed", "errors"):

@@ -46,6 +46,43 @@ local function slot_freed(config, wake_key, ready)
   end
 end
 
+-- The tasks waiting in a queue's ready lists: what a queue's `max_pending` bounds.
+local function pending(ready)
+  return redis.call('LLEN', ready.high) + redis.call('LLEN', ready.normal)
+    + redis.call('LLEN', ready.low)
+end
+
+-- Room may have been made in a queue with a `max_pending` (a fetch took tasks, a delete or a
+-- purge removed some, the limit was raised or lifted): move tasks from its overflow buffer
+-- into the ready lists while there is room (oldest first, at most `most`), waking an idle
+-- worker for them; then, when the queue was full before (`made` tasks ago) and has room now,
+-- wake producers blocked on it (`when_full = block`; the tokens are hints, <= 16, that
+-- expire in 2 s: a producer that blocks later does not spin on old ones).
+-- q: {tasks=, ready={...}, overflow=, room=, wake=}; limit: max_pending (nil: none).
+-- Returns how many tasks moved.
+local function room_made(q, limit, when_full, made, most)
+  local waiting = pending(q.ready)
+  local free = limit and (limit - waiting) or most
+  local moved = 0
+  while moved < math.min(free, most) do
+    local id = redis.call('LPOP', q.overflow)
+    if not id then break end
+    local meta, payload = load(q.tasks, id)
+    if meta and meta.state == 'overflow' then  -- anything else is a leftover: drop it
+      meta.state = 'queued'
+      save(q.tasks, id, meta, payload)
+      redis.call('RPUSH', ready_list(q.ready, meta.prio), id)
+      moved = moved + 1
+    end
+  end
+  if moved > 0 then wake(q.wake) end
+  if when_full == 'block' and limit and free > moved and waiting + made >= limit then
+    for _ = 1, math.min(free - moved, 16) do wake(q.room) end
+    redis.call('PEXPIRE', q.room, 2000)
+  end
+  return moved
+end
+
 -- The one ownership check of a run: does the run presenting (token, worker) hold the task's
 -- live lease? `fence` is set by fetch from the queue's lease counter, which only ever grows,
 -- so the token of an earlier lease never matches again whatever happened since (reap, retry,

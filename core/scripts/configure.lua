@@ -1,15 +1,25 @@
--- Set or clear a queue-wide setting the scripts enforce (`max_running`); a raised or cleared
--- limit may let idle workers fetch again, so wake one if tasks are waiting (the chain
--- wake-up of fetch wakes the next).
--- KEYS: 1 config, 2 wake, 3 ready:high, 4 ready:normal, 5 ready:low
--- ARGV: 1 field, 2 value ('' clears the field)
--- Returns: 1.
-if ARGV[2] == '' then
-  redis.call('HDEL', KEYS[1], ARGV[1])
-else
-  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+-- Set or clear queue-wide settings the scripts enforce (`max_running`, `max_pending`,
+-- `when_full`, `block_timeout`). A raised or cleared limit may let idle workers fetch again,
+-- so wake one if tasks are waiting (the chain wake-up of fetch wakes the next); a raised or
+-- lifted `max_pending` moves buffered tasks in and frees blocked producers (room_made).
+-- KEYS: 1 config, 2 wake, 3 ready:high, 4 ready:normal, 5 ready:low, 6 tasks, 7 overflow,
+--       8 room
+-- ARGV: field, value, field, value, ... ('' clears the field)
+-- Returns: how many buffered tasks moved into the ready lists.
+for i = 1, #ARGV, 2 do
+  if ARGV[i + 1] == '' then
+    redis.call('HDEL', KEYS[1], ARGV[i])
+  else
+    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+  end
 end
-for i = 3, 5 do
-  if redis.call('LLEN', KEYS[i]) > 0 then wake(KEYS[2]); break end
+local ready = {high = KEYS[3], normal = KEYS[4], low = KEYS[5]}
+local cfg = redis.call('HMGET', KEYS[1], 'max_pending', 'when_full')
+local moved = room_made({tasks = KEYS[6], ready = ready, overflow = KEYS[7], room = KEYS[8],
+  wake = KEYS[2]}, tonumber(cfg[1]), cfg[2], 1e9, 1000)
+if not cfg[1] then  -- no limit any more: free every blocked producer
+  for _ = 1, 16 do wake(KEYS[8]) end
+  redis.call('PEXPIRE', KEYS[8], 2000)
 end
-return 1
+if pending(ready) > 0 then wake(KEYS[2]) end
+return moved

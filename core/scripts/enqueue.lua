@@ -1,14 +1,39 @@
 -- Enqueue tasks of one queue, deduplicating each by id (one task, or a batch of them).
 -- KEYS: 1 tasks, 2 ready:high, 3 ready:normal, 4 ready:low, 5 delayed, 6 errors, 7 done,
---       8 wake, 9 cronlast, 10 schedule
+--       8 wake, 9 cronlast, 10 schedule, 11 config (`max_pending`, `when_full`), 12 overflow,
+--       13 totals (counters: `refused`, `overflowed`)
 -- ARGV: 7 fields per task: id, payload JSON, priority, delay_ms (0 = now; an absolute eta is
 --       turned into a delay by the client), first (0/1), cron entry name ('' = not cron),
 --       cron tick (ms)
 -- Returns: {id, outcome, id, outcome, ...}: outcome is 'added', 'exists', 'moved' (first=1
 --          moved a pending one to the head), 'rerun' (identical task running: it runs once
---          more after it ends) or 'skipped' (this cron tick was enqueued already).
+--          more after it ends), 'skipped' (this cron tick was enqueued already), 'full' (the
+--          queue holds `max_pending` ready tasks: nothing was written; the client raises or
+--          waits for room) or 'overflow' (full, `when_full = buffer`: the task waits in the
+--          overflow buffer and enters the queue as it drains).
+-- A limit bounds new tasks for now only: a delayed task, `first` (run before the rest), and
+-- what was accepted before (retries, redo, reaped runs) are never refused.
 local ready = {high = KEYS[2], normal = KEYS[3], low = KEYS[4]}
 local now = now_ms()
+local cfg = redis.call('HMGET', KEYS[11], 'max_pending', 'when_full')
+local limit, when_full = tonumber(cfg[1]), cfg[2] or 'raise'
+local waiting = nil  -- tasks in the ready lists, counted once, when a limit is set
+
+-- Buffered tasks enter first (FIFO): while the buffer holds any, a new one joins it.
+if limit and when_full == 'buffer' and redis.call('LLEN', KEYS[12]) > 0 then
+  room_made({tasks = KEYS[1], ready = ready, overflow = KEYS[12], wake = KEYS[8]},
+    limit, when_full, 0, 1000)
+end
+
+local function full()
+  if not limit then return false end
+  waiting = waiting or pending(ready)
+  return waiting >= limit or (when_full == 'buffer' and redis.call('LLEN', KEYS[12]) > 0)
+end
+
+local function readied()
+  if waiting then waiting = waiting + 1 end
+end
 
 local function enqueue(id, payload, prio, delay, first, cron_name, cron_tick)
   if cron_name ~= '' then
@@ -20,13 +45,17 @@ local function enqueue(id, payload, prio, delay, first, cron_name, cron_tick)
   local meta = load(KEYS[1], id)
   if meta then
     local state = meta.state
-    if state == 'queued' or state == 'delayed' then
+    if state == 'queued' or state == 'delayed' or state == 'overflow' then
       if not first then return 'exists' end
       if state == 'queued' then
         redis.call('LREM', ready_list(ready, meta.prio), 1, id)
+      elseif state == 'overflow' then
+        redis.call('LREM', KEYS[12], 1, id)
+        readied()
       else
         redis.call('ZREM', KEYS[5], id)
         meta.due = nil
+        readied()
       end
       meta.state, meta.prio = 'queued', prio
       save(KEYS[1], id, meta, payload)
@@ -38,6 +67,13 @@ local function enqueue(id, payload, prio, delay, first, cron_name, cron_tick)
       save(KEYS[1], id, meta, payload)
       return 'rerun'
     end
+  end
+  local limited = delay <= 0 and not first and full()
+  if limited and when_full ~= 'buffer' then  -- refused before anything is written
+    redis.call('HINCRBY', KEYS[13], 'refused', 1)
+    return 'full'
+  end
+  if meta then
     -- error or done: the new enqueue replaces the finished record (an enqueue acts as a redo)
     redis.call('ZREM', KEYS[6], id)
     redis.call('ZREM', KEYS[7], id)
@@ -52,7 +88,15 @@ local function enqueue(id, payload, prio, delay, first, cron_name, cron_tick)
     wake(KEYS[10])  -- a scheduler may have to wake up sooner than it planned
     return 'added'
   end
+  if limited then
+    meta.state = 'overflow'
+    save(KEYS[1], id, meta, payload)
+    redis.call('RPUSH', KEYS[12], id)
+    redis.call('HINCRBY', KEYS[13], 'overflowed', 1)
+    return 'overflow'
+  end
   save(KEYS[1], id, meta, payload)
+  readied()
   if first then
     redis.call('LPUSH', ready_list(ready, prio), id)
   else

@@ -1,7 +1,8 @@
 -- Lease up to N ready tasks, highest priority first, FIFO within a level.
 -- KEYS: 1 tasks, 2 ready:high, 3 ready:normal, 4 ready:low, 5 running, 6 paused, 7 wake,
 --       8 fence (the queue's lease counter), 9 config (`max_running`: leases at once, queue-
---       wide; a lease counts until it is acked, failed, released or reaped)
+--       wide; a lease counts until it is acked, failed, released or reaped; `max_pending`
+--       and `when_full`: see room_made), 10 overflow, 11 room
 -- ARGV: 1 worker id, 2 thread name, 3 lease_ms, 4 max tasks
 -- Returns: flat list {id, token, failures, payload, ...}. `token` is the fencing token that
 --          ack/fail/renew/progress/release must present: it comes from the queue's counter,
@@ -10,7 +11,8 @@
 if redis.call('EXISTS', KEYS[6]) == 1 then return {} end
 local worker, thread, lease, limit = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local capped = false
-local cap = redis.call('HGET', KEYS[9], 'max_running')
+local cfg = redis.call('HMGET', KEYS[9], 'max_running', 'max_pending', 'when_full')
+local cap = cfg[1]
 if cap then
   local free = tonumber(cap) - redis.call('ZCARD', KEYS[5])
   if free <= 0 then return {} end
@@ -28,6 +30,12 @@ for i = 2, 4 do
       taken[#taken + 1] = {id, meta, payload}
     end
   end
+end
+-- the queue drained by #taken: fill it from its overflow buffer, free blocked producers
+if cfg[2] or redis.call('LLEN', KEYS[10]) > 0 then
+  local q = {tasks = KEYS[1], ready = {high = KEYS[2], normal = KEYS[3], low = KEYS[4]},
+             overflow = KEYS[10], room = KEYS[11], wake = KEYS[7]}
+  room_made(q, tonumber(cfg[2]), cfg[3], #taken, 1000)
 end
 local out = {}
 if #taken == 0 then return out end

@@ -15,7 +15,7 @@ LEVELS = ("high", "normal", "low")
 
 @dataclass
 class Rec:
-    state: str  # queued | delayed | running | error | done
+    state: str  # queued | overflow | delayed | running | error | done
     prio: str = "normal"
     due: int | None = None  # delayed: due time (ms, Redis clock)
     fence: int | None = None  # running: the live lease's token
@@ -45,6 +45,11 @@ class Model:
     ready: dict[str, list[str]] = field(default_factory=lambda: {lv: [] for lv in LEVELS})
     paused: bool = False
     max_running: int | None = None  # the queue's limit on leases at once (configure_queue)
+    max_pending: int | None = None  # the queue's limit on ready tasks (configure_queue)
+    when_full: str = "raise"  # raise | block | buffer
+    overflow: list[str] = field(default_factory=list)  # the buffer of a full queue, in order
+    refused: int = 0  # enqueues refused by a full queue (the totals' counter)
+    overflowed: int = 0  # enqueues that went to the buffer
     counter: int = 0  # the queue's lease counter: the last token handed out
     cron_last: dict[str, int] = field(default_factory=dict)
     done_count: int = 0  # accepted acks (stats)
@@ -90,6 +95,33 @@ class Model:
         else:
             lst.append(task_id)
 
+    def pending(self) -> int:
+        return sum(len(ids) for ids in self.ready.values())
+
+    def full(self) -> bool:
+        """A new task for now finds no room (with a buffer that holds tasks, none either:
+        they enter first)."""
+        if self.max_pending is None:
+            return False
+        return self.pending() >= self.max_pending or (
+            self.when_full == "buffer" and bool(self.overflow)
+        )
+
+    def room_made(self, most: int = 1000) -> int:
+        """Buffered tasks enter the ready lists (at the tail) while there is room."""
+        free = most if self.max_pending is None else self.max_pending - self.pending()
+        moved = 0
+        while self.overflow and moved < min(free, most):
+            task_id = self.overflow.pop(0)
+            self._to_ready(task_id, self.recs[task_id], head=False)
+            moved += 1
+        return moved
+
+    def configure(self, **changes: object) -> int:
+        for name, value in changes.items():
+            setattr(self, name, value)
+        return self.room_made()
+
     def delayed(self) -> list[str]:
         """Delayed ids in the order of the zset (due time, then id)."""
         items = [(r.due or 0, i) for i, r in self.recs.items() if r.state == "delayed"]
@@ -99,6 +131,14 @@ class Model:
         return {i for i, r in self.recs.items() if r.state == state}
 
     # -- moves ---------------------------------------------------------------------------------
+    def enqueue_batch(
+        self, entries: list[tuple[str, str, bool, bool, tuple[str, int] | None]]
+    ) -> list[str]:
+        """One script call: buffered tasks first enter where there is room, then each task."""
+        if self.max_pending is not None and self.when_full == "buffer" and self.overflow:
+            self.room_made()
+        return [self.enqueue(*e) for e in entries]
+
     def enqueue(
         self, task_id: str, prio: str, delay: bool, first: bool, cron: tuple[str, int] | None
     ) -> str:
@@ -108,21 +148,32 @@ class Model:
                 return "skipped"
             self.cron_last[name] = tick
         rec = self.recs.get(task_id)
-        if rec is not None and rec.state in ("queued", "delayed"):
+        if rec is not None and rec.state in ("queued", "delayed", "overflow"):
             if not first:
                 return "exists"
             self._unready(task_id)
+            if task_id in self.overflow:
+                self.overflow.remove(task_id)
             rec.prio = prio
             self._to_ready(task_id, rec, head=True)
             return "moved"
         if rec is not None and rec.state == "running":
             rec.rerun = True
             return "rerun"
+        limited = not delay and not first and self.full()
+        if limited and self.when_full != "buffer":
+            self.refused += 1
+            return "full"  # nothing written: a finished record stays as it was
         # none, error or done: a fresh record (an enqueue of a finished task acts as a redo)
         rec = self.recs[task_id] = Rec("queued", prio=prio)
         if delay:
             rec.state = "delayed"
             self.stamped.append(("delayed", task_id))
+        elif limited:
+            rec.state = "overflow"
+            self.overflow.append(task_id)
+            self.overflowed += 1
+            return "overflow"
         else:
             self._to_ready(task_id, rec, head=first)
         return "added"
@@ -147,6 +198,7 @@ class Model:
                 rec.attempts += 1
                 self.stamped.append(("running", task_id))
                 out.append((task_id, self.counter, rec.failures))
+        self.room_made()  # the queue drained by len(out)
         return out
 
     def ack(self, lease: Lease, keep: bool, result: str) -> bool:
@@ -268,29 +320,37 @@ class Model:
         return [i for _, i in items[:n]]
 
     def remove(self, ids: list[str], cancel: bool = False) -> tuple[int, int]:
-        deleted = 0
+        deleted = unready = 0
         for task_id in ids:
             rec = self.recs.get(task_id)
             if rec is None or rec.state == "running":
                 continue
-            if cancel and rec.state not in ("queued", "delayed"):
+            if cancel and rec.state not in ("queued", "delayed", "overflow"):
                 continue
+            unready += rec.state == "queued"
             self._unready(task_id)
+            if rec.state == "overflow":
+                self.overflow.remove(task_id)
             del self.recs[task_id]
             deleted += 1
+        if unready:
+            self.room_made()
         return deleted, len(ids)
 
     def purge(self, what: str, limit: int) -> tuple[int, int]:
-        if what == "ready":
+        unready = 0
+        if what == "ready":  # the ready lists, then the buffer
             taken: list[str] = []
-            for level in LEVELS:
-                lst = self.ready[level]
+            for lst in (*self.ready.values(), self.overflow):
                 while lst and len(taken) < limit:
                     taken.append(lst.pop(0))
+                    unready += lst is not self.overflow
         elif what == "delayed":
             taken = self.delayed()[:limit]
         else:
             taken = self.errors_oldest(limit)
         for task_id in taken:
             del self.recs[task_id]
+        if unready:
+            self.room_made()
         return len(taken), len(taken)

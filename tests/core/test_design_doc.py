@@ -14,7 +14,7 @@ from tests.console import scenario
 from ztq.core.cron import CronEntry
 from ztq.core.keys import Keys
 from ztq.core.scripts import NAMES
-from ztq.core.storage import Finished, Storage
+from ztq.core.storage import EnqueueEntry, Finished, Storage
 from ztq.core.workers import send_command, set_cron_enabled
 
 DESIGN = Path(__file__).resolve().parents[2] / "docs" / "design.md"
@@ -94,6 +94,12 @@ def test_every_key_exists_with_the_documented_type(redis_url: str) -> None:
     storage.ack("reports", "w", [Finished(lease.id, lease.token, "x", "1")])
     storage.pause("reports")
     storage.configure("reports", max_running=1)  # the queue's config hash
+    storage.configure("digest", max_pending=1, when_full="buffer")
+    storage.configure("press", max_pending=1, when_full="block")
+    for queue in ("digest", "press"):
+        entries = [EnqueueEntry(f"{queue}-{n}", "{}") for n in range(2)]
+        assert storage.call(*storage.enqueue_op(queue, entries))[3] in ("overflow", "full")
+    storage.fetch("press", "w", "t", 60_000, 1)  # room made in a full queue: a token in room
     table = ztq.CronTable([CronEntry("every-minute", t.noop.prepare(), "* * * * *")])
     table.fire(now=(int(time.time()) // 60) * 60 + 0.5)
     from ztq.core.logins import LoginPolicy, login_failed

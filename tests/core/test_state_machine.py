@@ -21,7 +21,12 @@ docs/design.md:
 7. what the console shows (``monitor.queue_stats``, ``monitor.pending_page``, the history
    stream and the per-minute counters) equals the model's counts;
 8. a queue's running limit (``max_running``) holds: a fetch takes no more than the limit
-   leaves free (leases count until acked, failed, released or reaped), as the model says.
+   leaves free (leases count until acked, failed, released or reaped), as the model says;
+9. a queue's pending limit (``max_pending``) holds: a new task for now never makes the ready
+   lists longer than the limit (it is refused, or goes to the overflow buffer), and a task
+   waits in the buffer only while the queue is full: buffered tasks enter, oldest first, as
+   soon as a fetch, a delete or a raised limit makes room. Refused and buffered enqueues are
+   counted.
 
 ``ZTQ_MODEL_EXAMPLES`` scales the number of runs (CI uses the default);
 ``ZTQ_MODEL_SHRINK=0`` reports the first failing run unshrunk (quick when checking that a
@@ -148,40 +153,65 @@ class QueueMachine(RuleBasedStateMachine):
             st.sampled_from(IDS),
             st.sampled_from(LEVELS),
             st.sampled_from(["now", "now", "soon", "later"]),
-            st.booleans(),
-            st.none() | st.tuples(st.sampled_from(["c1", "c2"]), st.integers(0, 4)),
+            st.sampled_from([False, False, True]),  # first
+            st.one_of(
+                st.none(), st.none(), st.tuples(st.sampled_from(["c1", "c2"]), st.integers(0, 4))
+            ),
         ),
         min_size=1,
         max_size=3,
     )
 
-    @initialize(entries=enqueue_entries, limit=st.sampled_from([None, None, 1, 2]))
-    def start(self, entries: list[tuple[Any, ...]], limit: int | None) -> None:
-        """Half the runs start with a serial or two-at-once queue (``max_running``)."""
+    @initialize(
+        entries=enqueue_entries,
+        limit=st.sampled_from([None, None, 1, 2]),
+        pending=st.sampled_from([None, None, 1, 1, 2, 3]),
+        when_full=st.sampled_from(["buffer", "raise", "buffer", "block"]),
+    )
+    def start(
+        self, entries: list[tuple[Any, ...]], limit: int | None, pending: int | None, when_full: str
+    ) -> None:
+        """Half the runs start with a serial or two-at-once queue (``max_running``), 2 in 3
+        with a pending limit (``max_pending``) that refuses or buffers."""
         if limit is not None:
             self.model.max_running = limit
             self.storage.configure(Q, max_running=limit)
+        if pending is not None:
+            self.model.configure(max_pending=pending, when_full=when_full)
+            self.storage.configure(Q, max_pending=pending, when_full=when_full)
         self.enqueue(entries)
 
     @rule(entries=enqueue_entries)
     def enqueue(self, entries: list[tuple[Any, ...]]) -> None:
         """One script call for a batch, as a transaction sends it."""
-        batch, expected = [], []
+        batch, moves = [], []
         for task_id, prio, delay, first, cron in entries:
             delay_ms = {"now": 0, "soon": 1, "later": HOUR}[delay]
-            expected += [task_id, self.model.enqueue(task_id, prio, delay_ms > 0, first, cron)]
+            moves.append((task_id, prio, delay_ms > 0, first, cron))
             name, tick = cron or ("", 0)
             batch.append(EnqueueEntry(task_id, payload(task_id), prio, delay_ms, first, name, tick))
+        outcomes = self.model.enqueue_batch(moves)
+        expected = [
+            x for (task_id, *_), o in zip(moves, outcomes, strict=True) for x in (task_id, o)
+        ]
         [reply] = self.storage.execute([self.storage.enqueue_op(Q, batch)])
         assert reply == expected
         self.step(*(f"enqueue:{o}" for o in expected[1::2]))
+
+    @rule(ids=st.lists(st.sampled_from(IDS), min_size=2, max_size=5, unique=True))
+    def burst(self, ids: list[str]) -> None:
+        """A producer under load: new tasks for now, more than a bounded queue holds."""
+        self.enqueue([(i, "normal", "now", False, None) for i in ids])
 
     @rule(thread=st.sampled_from(THREADS), limit=st.integers(1, 3), expiring=st.booleans())
     def fetch(self, thread: tuple[str, str], limit: int, expiring: bool) -> None:
         worker, name = thread
         before = self.model.counter
+        buffered = len(self.model.overflow)
         expected = self.model.fetch(worker, name, limit)
         got = self.storage.fetch(Q, worker, name, 0 if expiring else HOUR, limit)
+        if buffered > len(self.model.overflow):
+            self.step("fetch:fed-from-buffer")
         assert [(g.id, g.token, g.failures) for g in got] == expected
         for g in got:
             assert g.token > before  # larger than every token the queue handed out before
@@ -321,7 +351,7 @@ class QueueMachine(RuleBasedStateMachine):
         move=st.sampled_from(
             ["redo", "redo", "redo_oldest", "run_now", "delete", "cancel", "purge", "pause"]
             + ["resume"] * 3
-            + ["limit", "unlimit"]
+            + ["limit", "unlimit", "bound", "bound", "unbound"]
         ),
         n=st.integers(1, 3),
         what=st.sampled_from(["ready", "delayed", "errors"]),
@@ -357,11 +387,44 @@ class QueueMachine(RuleBasedStateMachine):
             model.max_running = n if move == "limit" else None
             st_.configure(Q, max_running=model.max_running)
             got = n if move == "limit" else 0
+        elif move in ("bound", "unbound"):  # set, change or lift the pending limit
+            when = data.draw(st.sampled_from(["buffer", "raise", "block"]), label="when_full")
+            bound = {"max_pending": n if move == "bound" else None, "when_full": when}
+            got = model.configure(**bound)
+            assert st_.configure(Q, **bound) == got  # type: ignore[arg-type]
+            move = f"{move}:{when}"
         else:
             model.paused = move == "pause"
             (st_.pause if model.paused else st_.resume)(Q)
             got = 1
         self.step(f"{move}:{got[0] if isinstance(got, tuple) else got}")
+
+    def has_buffered(self) -> bool:
+        return bool(self.model.overflow)
+
+    @precondition(has_buffered)
+    @rule(
+        move=st.sampled_from(["delete", "cancel", "purge", "first"]),
+        n=st.integers(1, 3),
+        data=st.data(),
+    )
+    def make_room(self, move: str, n: int, data: st.DataObject) -> None:
+        """An operator deletes waiting tasks of a full queue whose buffer holds some: the
+        buffer feeds the room made (a purge of ready tasks takes the buffer's after them);
+        or a buffered task is asked to run first (it jumps the queue, full or not)."""
+        st_, model = self.storage, self.model
+        if move == "first":
+            task_id = data.draw(st.sampled_from(model.overflow), label="buffered")
+            self.enqueue([(task_id, "high", "now", True, None)])
+            return
+        if move == "purge":
+            assert st_.remove(Q, purge="ready", limit=n) == model.purge("ready", n)
+        else:
+            waiting = sorted(model.in_state("queued") | model.in_state("overflow"))
+            ids = data.draw(st.lists(st.sampled_from(waiting), min_size=1, max_size=2), label="ids")
+            cancel = move == "cancel"
+            assert st_.remove(Q, ids, cancel=cancel) == model.remove(ids, cancel=cancel)
+        self.step(f"make-room:{move}")
 
     # -- invariants ----------------------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
@@ -376,6 +439,9 @@ class QueueMachine(RuleBasedStateMachine):
         pipe.get(k.fence(Q))
         pipe.xlen(k.history(Q))
         pipe.hget(k.config(Q), "max_running")
+        pipe.lrange(k.overflow(Q), 0, -1)
+        pipe.hmget(k.config(Q), "max_pending", "when_full")
+        pipe.hmget(k.totals(Q), "refused", "overflowed")
         r = pipe.execute()
         return {
             "records": {i: ztq.TaskRecord.from_raw(Q, i, raw) for i, raw in r[0].items()},
@@ -388,6 +454,10 @@ class QueueMachine(RuleBasedStateMachine):
             "counter": int(r[9] or 0),
             "history": int(r[10]),
             "max_running": None if r[11] is None else int(r[11]),
+            "overflow": r[12],
+            "max_pending": None if r[13][0] is None else int(r[13][0]),
+            "when_full": r[13][1] or "raise",
+            "counted": [int(n or 0) for n in r[14]],
         }
 
     @invariant()
@@ -400,10 +470,11 @@ class QueueMachine(RuleBasedStateMachine):
         for level, ids in snap["ready"].items():
             for i in ids:
                 places.setdefault(i, []).append(f"ready:{level}")
-        for name in ("delayed", "running", "errors", "done"):
+        for name in ("delayed", "running", "errors", "done", "overflow"):
             for i in snap[name]:
                 places.setdefault(i, []).append(name)
         where = {"queued": "ready", "delayed": "delayed", "running": "running"}
+        where |= {"overflow": "overflow"}
         where |= {"error": "errors", "done": "done"}
         assert set(places) <= set(recs), f"ids without a record: {set(places) - set(recs)}"
         for i, rec in recs.items():
@@ -421,6 +492,14 @@ class QueueMachine(RuleBasedStateMachine):
         assert set(snap["done"]) == model.in_state("done")
         assert snap["paused"] == model.paused
         assert snap["max_running"] == model.max_running
+        assert snap["overflow"] == model.overflow
+        assert (snap["max_pending"], snap["when_full"]) == (model.max_pending, model.when_full)
+
+        # 9. the pending limit: the buffer holds tasks only while the queue is full
+        if snap["overflow"]:
+            assert model.max_pending is not None
+            assert sum(map(len, snap["ready"].values())) >= model.max_pending
+        assert snap["counted"] == [model.refused, model.overflowed]
 
         # 4. at most one live lease per id; a running task has exactly one
         for i in IDS:
@@ -481,7 +560,14 @@ class QueueMachine(RuleBasedStateMachine):
         assert sum(failed for _, _, failed in stats.throughput) == model.failed_count
         assert snap["history"] == model.history
         page = monitor.pending_page(self.storage, Q, 0, 50)
-        assert [row.id for row in page.rows] == [i for lv in LEVELS for i in model.ready[lv]]
+        assert [row.id for row in page.rows] == [
+            *(i for lv in LEVELS for i in model.ready[lv]),
+            *model.overflow,
+        ]
+        assert stats.overflow == len(model.overflow)
+        assert stats.full == (
+            model.max_pending is not None and model.pending() >= model.max_pending
+        )
 
 
 def _run(backend: str, storage: Storage, flush: Callable[[], None], examples: int) -> None:

@@ -1,0 +1,165 @@
+"""Queue-wide limits kept in Redis (``ztq:{q}:config``) and enforced by the scripts for every
+producer and worker: ``max_running`` (tasks running at once) and ``max_pending`` (tasks
+waiting in the ready lists) with its policy when full (``when_full``). See
+docs/queue-controls.md.
+
+The scripts decide (``enqueue.lua`` answers ``full`` or ``overflow``, ``fetch.lua`` takes no
+more than ``max_running`` leaves); this module checks what is stored and turns a ``full``
+answer into :class:`QueueFull` or a bounded wait for room (``when_full = block``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from ztq.core.errors import InvalidOption, QueueFull
+
+WHEN_FULL: Final = ("raise", "block", "buffer")
+DEFAULT_BLOCK_TIMEOUT: Final = 30.0  # seconds a blocked producer waits for room at most
+MAX_BLOCK_TIMEOUT: Final = 3600.0
+POLL: Final = 1.0  # longest wait on the room tokens (hints) before asking again
+
+
+class Keep:
+    """Marks a setting :func:`fields` leaves as it is."""
+
+    def __repr__(self) -> str:
+        return "KEEP"
+
+
+KEEP: Final = Keep()
+
+
+@dataclass(frozen=True)
+class QueueLimits:
+    """The limits in force on one queue (None: no limit)."""
+
+    max_running: int | None = None
+    max_pending: int | None = None
+    when_full: str = "raise"
+    block_timeout: float = DEFAULT_BLOCK_TIMEOUT
+
+    @classmethod
+    def from_hash(cls, raw: Mapping[Any, Any]) -> QueueLimits:
+        """Read the config hash (bytes or str keys); a value that does not parse is ignored."""
+        got = {(k.decode() if isinstance(k, bytes) else str(k)): v for k, v in raw.items()}
+        text = {k: (v.decode() if isinstance(v, bytes) else str(v)) for k, v in got.items()}
+
+        def count(name: str) -> int | None:
+            value = text.get(name, "")
+            return int(value) if value.isdigit() and int(value) > 0 else None
+
+        when = text.get("when_full", "raise")
+        try:
+            timeout = float(text.get("block_timeout", DEFAULT_BLOCK_TIMEOUT))
+        except ValueError:
+            timeout = DEFAULT_BLOCK_TIMEOUT
+        return cls(
+            count("max_running"),
+            count("max_pending"),
+            when if when in WHEN_FULL else "raise",
+            timeout if math.isfinite(timeout) and timeout > 0 else DEFAULT_BLOCK_TIMEOUT,
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """The settings that differ from "no limit" (what ``ztq queue show`` prints)."""
+        out: dict[str, Any] = {}
+        if self.max_running is not None:
+            out["max_running"] = self.max_running
+        if self.max_pending is not None:
+            out |= {"max_pending": self.max_pending, "when_full": self.when_full}
+            if self.when_full == "block":
+                out["block_timeout"] = self.block_timeout
+        return out
+
+
+def _limit(name: str, value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidOption(f"{name} must be an int >= 1 or None, not {value!r}")
+    return str(value)
+
+
+def fields(
+    *,
+    max_running: int | None | Keep = KEEP,
+    max_pending: int | None | Keep = KEEP,
+    when_full: str | Keep = KEEP,
+    block_timeout: float | Keep = KEEP,
+) -> list[str]:
+    """The configure script's ARGV (field, value, ...; '' clears) for the settings given."""
+    out: list[str] = []
+    if not isinstance(max_running, Keep):
+        out += ["max_running", _limit("max_running", max_running)]
+    if not isinstance(max_pending, Keep):
+        out += ["max_pending", _limit("max_pending", max_pending)]
+    if not isinstance(when_full, Keep):
+        if when_full not in WHEN_FULL:
+            raise InvalidOption(
+                f"when_full must be one of {', '.join(WHEN_FULL)}, not {when_full!r}"
+            )
+        out += ["when_full", when_full]
+    if not isinstance(block_timeout, Keep):
+        ok = isinstance(block_timeout, (int, float)) and not isinstance(block_timeout, bool)
+        if not ok or not 0 < float(block_timeout) <= MAX_BLOCK_TIMEOUT:
+            raise InvalidOption(
+                f"block_timeout must be seconds in (0, {MAX_BLOCK_TIMEOUT:g}], "
+                f"not {block_timeout!r}"
+            )
+        out += ["block_timeout", repr(float(block_timeout))]
+    if not out:
+        raise InvalidOption("configure_queue: give at least one setting to change")
+    return out
+
+
+def full_error(queue: str, limits: QueueLimits, waited: float = 0.0) -> QueueFull:
+    how = f" after waiting {waited:.1f}s for room" if waited else ""
+    return QueueFull(queue, limits.max_pending, f"queue {queue} is full: it holds "
+                     f"{limits.max_pending} tasks waiting to run (max_pending){how}")  # fmt: skip
+
+
+class RoomWait:
+    """A producer's wait for room in a full queue: raise at once (``raise``), or wait up to
+    the queue's ``block_timeout`` (``block``), retrying each time a fetch makes room."""
+
+    def __init__(self, queue: str, limits: QueueLimits, can_block: bool = True) -> None:
+        self.queue, self.limits = queue, limits
+        self.started = time.monotonic()
+        self.blocking = can_block and limits.when_full == "block"
+
+    def next_wait(self) -> float:
+        """Seconds to wait for a room token before trying again; raises QueueFull when the
+        queue does not block or the time is up."""
+        if not self.blocking:
+            raise full_error(self.queue, self.limits)
+        waited = time.monotonic() - self.started
+        left = self.limits.block_timeout - waited
+        if left <= 0:
+            raise full_error(self.queue, self.limits, waited)
+        return min(left, POLL)
+
+
+def send_until_room(
+    queue: str,
+    send: Callable[[], tuple[Any, str]],
+    limits: Callable[[], QueueLimits],
+    wait_room: Callable[[float], None],
+    *,
+    can_block: bool = True,
+) -> tuple[Any, str]:
+    """``send()`` once; on ``full``, raise or wait for room and send again (blocking
+    producers' loop). ``wait_room(seconds)`` blocks on the queue's room tokens."""
+    reply = send()
+    if reply[1] != "full":
+        return reply
+    wait = RoomWait(queue, limits(), can_block)
+    while True:
+        wait_room(wait.next_wait())
+        reply = send()
+        if reply[1] != "full":
+            return reply
