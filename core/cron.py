@@ -8,6 +8,7 @@ however many workers fire the same tick, one task is enqueued.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass
@@ -16,8 +17,9 @@ from typing import Any
 from croniter import croniter
 
 from ztq.core.calls import TaskCall
-from ztq.core.errors import InvalidOption
+from ztq.core.errors import InvalidOption, QueueFull
 
+log = logging.getLogger(__name__)
 DEFAULT_GRACE = 60.0  # seconds: a tick missed by more than this (worker down) is skipped
 
 
@@ -113,9 +115,17 @@ class CronTable:
     def fire(
         self, now: float | None = None, skip: set[str] | frozenset[str] = frozenset()
     ) -> tuple[list[Any], float | None]:
-        """Enqueue the due ticks (dedup per tick in Redis); returns handles and next time."""
+        """Enqueue the due ticks (dedup per tick in Redis); returns handles and next time.
+
+        A tick whose queue is full (``max_pending``) is not fired, whatever the queue's
+        ``when_full`` says (the cron thread never blocks): logged, and the other entries fire."""
         from ztq.core.enqueue import send
 
         due, upcoming = self.tick(now, skip)
-        handles = [send(entry.call, cron=(entry.name, int(at * 1000))) for entry, at in due]
+        handles = []
+        for entry, at in due:
+            try:
+                handles.append(send(entry.call, cron=(entry.name, int(at * 1000))))
+            except QueueFull as exc:
+                log.warning("cron %s: tick not fired: %s", entry.name, exc)
         return handles, upcoming

@@ -101,7 +101,7 @@ def fields(
     if not isinstance(when_full, Keep):
         if when_full not in WHEN_FULL:
             raise InvalidOption(
-                f"when_full must be one of {', '.join(WHEN_FULL)}, not {when_full!r}"
+                f"when_full must be 'raise', 'block' or 'buffer', not {when_full!r}"
             )
         out += ["when_full", when_full]
     if not isinstance(block_timeout, Keep):

@@ -6,6 +6,9 @@
 --       8 room
 -- ARGV: field, value, field, value, ... ('' clears the field)
 -- Returns: how many buffered tasks moved into the ready lists.
+local ready = {high = KEYS[3], normal = KEYS[4], low = KEYS[5]}
+local before = tonumber(redis.call('HGET', KEYS[1], 'max_pending'))
+local was_full = before ~= nil and pending(ready) >= before  -- producers may be blocked
 for i = 1, #ARGV, 2 do
   if ARGV[i + 1] == '' then
     redis.call('HDEL', KEYS[1], ARGV[i])
@@ -13,11 +16,10 @@ for i = 1, #ARGV, 2 do
     redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
   end
 end
-local ready = {high = KEYS[3], normal = KEYS[4], low = KEYS[5]}
 local cfg = redis.call('HMGET', KEYS[1], 'max_pending', 'when_full')
 local moved = room_made({tasks = KEYS[6], ready = ready, overflow = KEYS[7], room = KEYS[8],
-  wake = KEYS[2]}, tonumber(cfg[1]), cfg[2], 1e9, 1000)
-if not cfg[1] then  -- no limit any more: free every blocked producer
+  wake = KEYS[2]}, tonumber(cfg[1]), cfg[2], was_full and 1e9 or 0, 1000)
+if not cfg[1] and was_full then  -- no limit any more: free every blocked producer
   for _ = 1, 16 do wake(KEYS[8]) end
   redis.call('PEXPIRE', KEYS[8], 2000)
 end
