@@ -61,8 +61,8 @@ class WorkerInfo:
 
 def autoscale_of(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The autoscaled queues a heartbeat names (``ztq.worker.scaler.Scaler.describe``):
-    queue -> ``{"min", "max", "pool", "pinned", "last"}`` (the last decision's line), the
-    malformed entries left out."""
+    queue -> ``{"min", "max", "pool", "pinned", "last"}`` (the last decision: the fields of
+    its ``autoscale`` event, ``message`` the line; {} when none), malformed entries left out."""
     raw = data.get("autoscale")
     out: dict[str, dict[str, Any]] = {}
     for q, a in sorted(raw.items()) if isinstance(raw, dict) else ():
@@ -70,7 +70,9 @@ def autoscale_of(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
             continue
         low, high = a.get("min"), a.get("max")
         if type(low) is int and type(high) is int and 0 <= low <= high:
-            pool, last = str(a.get("pool") or "thread")[:16], str(a.get("last") or "")[:300]
+            pool, raw = str(a.get("pool") or "thread")[:16], a.get("last")
+            pairs = list(raw.items())[:16] if isinstance(raw, dict) else []
+            last = {str(k)[:40]: str(v)[:300] for k, v in pairs}
             out[q] = {"min": low, "max": high, "pool": pool, "pinned": a.get("pinned") is True,
                       "last": last}  # fmt: skip
     return out

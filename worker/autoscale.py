@@ -103,6 +103,7 @@ class Autoscaler:
         self.limits = limits
         self.beat = 0
         self.states: dict[str, _State] = {}
+        self.needed_by: dict[str, str] = {}  # queue -> the queue its threads went to (reclaim)
 
     # -- what a queue needs ------------------------------------------------------------------
     def _remember(self, load: Load) -> _State:
@@ -146,6 +147,7 @@ class Autoscaler:
     def decide(self, loads: list[Load], host: Host) -> list[Decision]:
         """The changes for this heartbeat, in the order to apply them (shrinks first)."""
         self.beat += 1
+        self.needed_by = {}
         lim = self.limits
         cpu = f"CPU {host.cpu:.0f}%"
         targets: dict[str, int] = {}
@@ -193,6 +195,8 @@ class Autoscaler:
                 why, reason = reasons[q]
                 facts = {"waiting": str(load.ready), "busy": f"{load.busy:.1f}",
                          "cpu": f"{host.cpu:.0f}", "memory": f"{host.memory:.0f}"}  # fmt: skip
+                if q in self.needed_by:
+                    facts["for"] = self.needed_by[q]
                 out.append(Decision(q, load.threads, target, why, reason, facts))
         return sorted(out, key=lambda d: (d.after > d.before, d.queue))
 
@@ -265,6 +269,7 @@ class Autoscaler:
                     targets[other] = base[other]
                     busy = f"{loads[other].busy:.1f} of {loads[other].threads} busy"
                     reasons[other] = ("reclaim", f"needed by {q}, {busy}")
+                    self.needed_by[other] = q
             granted = max(0, min(wanted, free))
             base[q] += granted
             free -= granted

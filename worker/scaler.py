@@ -54,7 +54,7 @@ class Scaler:
             )  # fmt: skip
         )
         self.pinned: set[str] = set()
-        self.last: dict[str, str] = {}  # queue -> the last decision's line
+        self.last: dict[str, dict[str, str]] = {}  # queue -> the last decision (its event)
         self._gone: dict[str, Totals] = {}  # what pruned executors measured
         self._before: dict[str, Totals] = {}
         self._at: float | None = None
@@ -87,7 +87,7 @@ class Scaler:
                 "max": s.high,
                 "pool": s.pool,
                 "pinned": q in self.pinned,
-                "last": self.last.get(q, ""),
+                "last": self.last.get(q, {}),
             }  # fmt: skip
             for q, s in sorted(self.specs.items())
         }
@@ -108,10 +108,11 @@ class Scaler:
                     continue
                 if d.after != d.before:
                     w.resize(d.queue, d.after, event=False)
-            self.last[d.queue] = d.message
+            fields = {"queue": d.queue, "before": str(d.before), "after": str(d.after),
+                      "why": d.why, **d.facts}  # fmt: skip
+            self.last[d.queue] = {"message": d.message, **fields}
             log.info("autoscale: %s", d.message)
-            log_event(w.storage, "autoscale", w.id, d.message, queue=d.queue, before=d.before,
-                      after=d.after, why=d.why, **d.facts)  # fmt: skip
+            log_event(w.storage, "autoscale", w.id, d.message, **fields)
         return decisions
 
     def measure(self, now: float) -> list[Load]:

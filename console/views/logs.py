@@ -26,7 +26,7 @@ from ztq.core.storage import EnqueueEntry
 from ztq.core.workers import set_cron_enabled, worker_ips
 
 STATUSES = ("done", "failed", "retry")
-KINDS = ("start", "stop", "reboot", "lost", "config", "command", "forget")
+KINDS = ("start", "stop", "reboot", "lost", "config", "command", "forget", "autoscale")
 
 
 def _cursor(request: Any) -> str | None:

@@ -20,7 +20,14 @@ from ztq.console.web import (
 from ztq.core import monitor, streams
 from ztq.core import overview as models
 from ztq.core.filters import fields_matcher
-from ztq.core.workers import COMMANDS, SHOWN, forget_worker, get_worker, send_command
+from ztq.core.workers import (
+    COMMANDS,
+    SHOWN,
+    autoscale_of,
+    forget_worker,
+    get_worker,
+    send_command,
+)
 
 
 def _lost_after(request: Any) -> float:
@@ -78,7 +85,8 @@ def worker_page(request: Any) -> dict[str, Any]:
 
 @view_config(route_name="workers", request_method="POST", permission=OPERATE)
 def worker_command(request: Any) -> Any:
-    """Queue a command for a worker (refresh, pause, resume, stop, set_threads, kill) or
+    """Queue a command for a worker (refresh, pause, resume, stop, set_threads, kill,
+    autoscale: an autoscaled queue its set_threads pinned goes back to the autoscaler) or
     forget a worker."""
     post = request.POST
     wid = str(post.get("worker", ""))[:200]
@@ -109,6 +117,15 @@ def worker_command(request: Any) -> Any:
             flash(request, request.t("This worker does not accept thread changes."), "error")
             return back(request, done)
         args = {"queue": queue, "threads": threads}
+    elif cmd == "autoscale":
+        queue = str(post.get("queue", ""))
+        if not valid_queue(queue) or queue not in autoscale_of(info.data):
+            flash(request, request.t("This worker does not autoscale that queue."), "error")
+            return back(request, done)
+        if not info.get("config_editable"):
+            flash(request, request.t("This worker does not accept thread changes."), "error")
+            return back(request, done)
+        args = {"queue": queue}
     elif cmd == "kill":
         thread, task_id = str(post.get("thread", ""))[:100], str(post.get("task_id", ""))[:128]
         if not thread or not task_id:

@@ -101,6 +101,16 @@ def make_lost(storage: Storage, worker: str, seconds_ago: float = 300) -> None:
         storage.client.zadd(k.worker_states, {worker: int(score) // BAND * BAND + at})
 
 
+# an autoscale decision's fields (docs/autoscaling.md), as the worker log keeps them
+GREW = {"queue": "mail", "before": "0", "after": "1", "why": "grow", "waiting": "3",
+        "busy": "0.0", "cpu": "12", "memory": "41"}  # fmt: skip
+AUTOSCALED = {
+    "mail": {"min": 0, "max": 4, "pool": "thread", "pinned": False,
+             "last": {"message": "mail 0 → 1 threads: 3 waiting, CPU 12%", **GREW}},
+    "reports": {"min": 1, "max": 4, "pool": "thread", "pinned": True},
+}  # fmt: skip
+
+
 def log(storage: Storage, kind: str, worker: str, message: str = "", **fields: Any) -> None:
     log_event(storage, kind, worker, message, **fields)
 
@@ -174,6 +184,7 @@ def populate(storage: Storage) -> dict[str, Any]:
                 "started": time.time() - 75,
             }
         },
+        autoscale=AUTOSCALED,
     )
     heartbeat(storage, "mailer-1", status="paused", threads={"mail": 2}, host="mail-1",
               ip="10.0.0.9", cpu_percent=0.4, rss=64 * 2**20)  # fmt: skip
@@ -183,6 +194,7 @@ def populate(storage: Storage) -> dict[str, Any]:
     log(storage, "start", "mailer-1", "started with mail:2")
     log(storage, "command", "mailer-1", "pause by ann")
     log(storage, "lost", "batch-7", "no heartbeat for 4 minutes; 0 tasks handed back")
+    log(storage, "autoscale", "app-1.4242", "mail 0 → 1 threads: 3 waiting, CPU 12%", **GREW)
     cron(storage, "tests.sample_tasks.noop", spec="*/5 * * * *")
     cron(storage, "nightly-report", spec="0 3 * * *", task="tests.sample_tasks.noop",
          queue="reports", args=["nightly"], next=int((time.time() + 7 * 3600) * 1000))  # fmt: skip
