@@ -412,7 +412,7 @@ MESSAGES: dict[str, str] = {
     "Live workers": "在线工作进程",
     "reachable": "可连接",
     "unreachable": "无法连接",
-    "default": "默认",
+    "default system": "默认系统",
     "{n} paused": "{n} 个已暂停",
     "No system named {name}.": "没有名为 {name} 的系统。",
     # autoscaling (docs/autoscaling.md)

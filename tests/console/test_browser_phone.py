@@ -293,6 +293,7 @@ def every_page(ids: dict[str, Any]) -> list[tuple[str, int]]:
         ("/workers/batch-7", 200),  # a lost worker: its page says who starts it again
         ("/queues/reports", 200),
         ("/search", 200),
+        ("/systems", 200),  # one system here: docs/systems.md
         (f"/search?q={ids['errors'][0]}", 200),  # an id: the task
         (f"/tasks/{ids['errors'][0]}{default}", 200),
         (f"/tasks/{ids['running']}{default}", 200),
