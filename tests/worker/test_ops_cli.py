@@ -366,7 +366,8 @@ def test_every_command_of_docs_cli_md_runs(store: Storage, redis_url: str) -> No
     fill = {"TASK_ID [TASK_ID...]": mail_error, "TASK_ID": ids["errors"][0],
             "WORKER [WORKER...]": "app-1.4242", "WORKER": "app-1.4242",
             "TOKEN_ID": "0123456789ab"}  # fmt: skip
-    env = {**os.environ, "ZTQ_REDIS_URL": redis_url}
+    # ztq --system us ...: us names this Redis (docs/systems.md)
+    env = {**os.environ, "ZTQ_REDIS_URL": redis_url, "ZTQ_SYSTEMS": f"us {redis_url}"}
     ran = 0
     for line in lines:
         if "--watch" in line or "hash-password" in line:
