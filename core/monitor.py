@@ -220,6 +220,17 @@ def queue_stats(
     return out
 
 
+def pressure_totals(storage: Storage, queues: Sequence[str]) -> dict[str, tuple[int, int]]:
+    """Per queue, since it began: enqueue attempts refused by a full queue (a blocked
+    producer counts each try) and tasks that went to its overflow buffer (1 round trip)."""
+    with storage.guard():
+        pipe = storage.client.pipeline(transaction=False)
+        for q in queues:
+            pipe.hmget(storage.keys.totals(q), "refused", "overflowed")
+        replies = pipe.execute()
+    return {q: (int(r[0] or 0), int(r[1] or 0)) for q, r in zip(queues, replies, strict=True)}
+
+
 def pending_page(storage: Storage, queue: str, offset: int, limit: int) -> Page:
     """Tasks waiting in one queue, in run order: the ready lists (high, normal, low; FIFO
     within a level), then the overflow buffer (priority "overflow": they enter the ready

@@ -235,6 +235,10 @@ def queues(
                 "failed_hour": sum(f for _, _, f in s.throughput),
                 **timings.summary(s.window),  # wait_ms / run_ms: p50, p95, p99 of the hour
                 "shards": s.shards,
+                "overflow": s.overflow,  # buffered tasks (when_full = buffer)
+                "max_pending": s.limits.max_pending,
+                "when_full": s.limits.when_full if s.limits.max_pending else None,
+                "full": s.full,
             }
         )
     return out

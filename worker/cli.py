@@ -151,6 +151,23 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N|none",
         help="limit: tasks of the queue running at once across every worker (none: no limit)",
     )
+    qu.add_argument(
+        "--max-pending",
+        metavar="N|none",
+        help="limit: tasks of the queue waiting to run, at most (none: no limit)",
+    )
+    qu.add_argument(
+        "--when-full",
+        choices=["raise", "block", "buffer"],
+        help="limit: what an enqueue meets at --max-pending: QueueFull (raise, the default), "
+        "a wait for room (block) or the overflow buffer (buffer)",
+    )
+    qu.add_argument(
+        "--block-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="limit: longest wait for room with --when-full block (default 30)",
+    )
     er = sub.add_parser("errors", help="failed tasks (newest first), grouped, or one in full")
     er.add_argument("id", nargs="?", help="show this task with its traceback")
     er.add_argument("--queue", help="one queue (default: all)")

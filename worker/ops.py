@@ -29,6 +29,7 @@ from ztq.core.errors import ConnectionFailed, ZtqError
 from ztq.core.filters import task_matcher
 from ztq.core.groups import group_errors
 from ztq.core.keys import check_queue
+from ztq.core.queue_limits import QueueLimits
 from ztq.core.record import TaskRecord
 from ztq.core.storage import Storage
 from ztq.core.workers import DEFAULT_LOST_AFTER, autoscale_of, get_worker, send_command
@@ -276,7 +277,7 @@ def cmd_queue(args: argparse.Namespace, connect: Connect) -> int:
     if args.action == "purge":
         return purge(storage, queue, args.what, args.yes)
     if args.action == "limit":
-        return limit(storage, queue, args.max_running)
+        return limit(storage, queue, args)
     if args.action == "pause":
         storage.pause(queue)
     else:
@@ -286,20 +287,40 @@ def cmd_queue(args: argparse.Namespace, connect: Connect) -> int:
     return 0
 
 
-def limit(storage: Storage, queue: str, value: str | None) -> int:
-    """Set or lift the queue's running limit (docs/queue-controls.md); without a value, show
-    it."""
-    if value is None:
-        n = storage.queue_config(queue).get("max_running")
-        print(f"{queue}: " + (f"at most {n} running at once" if n else "no running limit"))
-        return 0
-    if value != "none" and not (value.isdigit() and 1 <= int(value) <= 10_000):
-        raise ZtqError(f"--max-running must be a number from 1 to 10000, or none, not {value!r}")
-    n = None if value == "none" else int(value)
-    storage.configure(queue, max_running=n)  # InvalidOption for a sharded queue
-    _audit(storage, "limit queue", queue=queue, detail=f"max_running={value}")
-    print(f"{queue}: " + (f"at most {n} running at once" if n else "no running limit"))
+def limit(storage: Storage, queue: str, args: argparse.Namespace) -> int:
+    """Set or lift the queue's running and pending limits (docs/queue-controls.md); without
+    an option, show them."""
+    changes: dict[str, Any] = {}
+    for option, name, top in (("--max-running", "max_running", 10_000),
+                              ("--max-pending", "max_pending", 100_000_000)):  # fmt: skip
+        value = getattr(args, name)
+        if value is None:
+            continue
+        if value != "none" and not (value.isdigit() and 1 <= int(value) <= top):
+            raise ZtqError(f"{option} must be a number from 1 to {top}, or none, not {value!r}")
+        changes[name] = None if value == "none" else int(value)
+    if args.when_full is not None:
+        changes["when_full"] = args.when_full
+    if args.block_timeout is not None:
+        changes["block_timeout"] = args.block_timeout
+    if changes:
+        storage.configure(queue, **changes)  # InvalidOption: a sharded queue, a bad timeout
+        detail = " ".join(f"{k}={'none' if v is None else v}" for k, v in changes.items())
+        _audit(storage, "limit queue", queue=queue, detail=detail)
+    print(f"{queue}: {describe_limits(storage.queue_limits(queue))}")
     return 0
+
+
+def describe_limits(limits: QueueLimits) -> str:
+    """``at most 2 running at once; at most 100 waiting, then buffer``."""
+    running = f"at most {limits.max_running} running at once" if limits.max_running else (
+        "no running limit")  # fmt: skip
+    if limits.max_pending is None:
+        return f"{running}; no pending limit"
+    wait = f"then producers wait up to {limits.block_timeout:g}s"
+    then = {"raise": "then QueueFull", "buffer": "then the overflow buffer", "block": wait}
+    then_what = then[limits.when_full]
+    return f"{running}; at most {limits.max_pending} waiting, {then_what}"
 
 
 def purge(storage: Storage, queue: str, what: str, yes: bool) -> int:

@@ -202,6 +202,31 @@ def metrics(request: Any) -> Response:
         "Runs that failed in the last 60 minutes.",
         [({"queue": q["name"]}, q["failed_hour"]) for q in queues],
     )
+    family(
+        "ztq_queue_overflow",
+        "gauge",
+        "Tasks in the overflow buffer of a full queue (when_full = buffer).",
+        [({"queue": q["name"]}, q["overflow"]) for q in queues],
+    )
+    family(
+        "ztq_queue_max_pending",
+        "gauge",
+        "The queue's pending limit (queues that have one).",
+        [({"queue": q["name"]}, q["max_pending"]) for q in queues if q["max_pending"]],
+    )
+    family(
+        "ztq_queue_full",
+        "gauge",
+        "1 while the queue holds its pending limit.",
+        [({"queue": q["name"]}, int(q["full"])) for q in queues],
+    )
+    pressure = monitor.pressure_totals(request.storage, [q["name"] for q in queues])
+    for n, (key, text) in enumerate((
+        ("refused", "Enqueue attempts a full queue refused (a blocked producer counts each try)."),
+        ("overflowed", "Tasks that went to a full queue's overflow buffer."),
+    )):  # fmt: skip
+        family(f"ztq_enqueue_{key}_total", "counter", text,
+               [({"queue": q}, counts[n]) for q, counts in pressure.items()])  # fmt: skip
     totals = timings.totals(request.storage, [q["name"] for q in queues])
     for key, text in (
         ("done", "Runs that succeeded, since the queue began."),

@@ -22,6 +22,7 @@ from ztq.core import monitor, timings
 from ztq.core import overview as overview_
 from ztq.core.errors import InvalidOption
 from ztq.core.keys import split_shard
+from ztq.core.queue_limits import WHEN_FULL
 from ztq.core.workers import serving
 
 
@@ -78,11 +79,55 @@ def queue_page(request: Any) -> dict[str, Any]:
     start = int_param(request, "start", 0, 0, 10**12)
     page = None if shards else monitor.pending_page(request.storage, name, start, limit)
     day = timings.day_slots(request.storage, q["shards"] or name)
-    q["max_running"] = request.storage.queue_config(name).get("max_running")
+    limits = request.storage.queue_limits(name)
+    q["max_running"] = limits.max_running
+    q["block_timeout"] = limits.block_timeout
     times = {which: timechart(day, which) for which in ("wait", "run")}
     return {"q": q, "shards": shards, "shard_of": split_shard(name)[0] if is_shard else "",
             "page": page, "start": start, "limit": limit, "times": times,
             "serving": served_by(request, [q])[q["name"]]}  # fmt: skip
+
+
+def _set_pending_limit(request: Any, name: str) -> Any:
+    """The queue page's back-pressure form: max_pending (empty: none), when_full and
+    block_timeout, checked here and again by ``configure`` (docs/queue-controls.md)."""
+    here = request.route_path("queue", name=name)
+    raw = str(request.POST.get("max_pending", "")).strip()
+    when = str(request.POST.get("when_full", "raise"))
+    wait = str(request.POST.get("block_timeout", "")).strip() or "30"
+    ok = (not raw or (raw.isdigit() and 1 <= int(raw) <= 100_000_000)) and when in WHEN_FULL
+    ok = ok and wait.isdigit() and 1 <= int(wait) <= 3600
+    if not ok:
+        t = request.t
+        flash(
+            request,
+            t("Pending limit: 1-100000000 or empty; raise, block or buffer; wait 1-3600 s."),
+            "error",
+        )
+        return back(request, here)
+    try:
+        if raw:
+            request.storage.configure(name, max_pending=int(raw), when_full=when,
+                                      block_timeout=float(wait))  # fmt: skip
+        else:
+            request.storage.configure(name, max_pending=None)
+    except InvalidOption as exc:  # a sharded queue
+        flash(request, str(exc), "error")
+        return back(request, here)
+    if raw:
+        text = {
+            "raise": "{name}: at most {n} tasks waiting; producers get QueueFull beyond.",
+            "block": "{name}: at most {n} tasks waiting; producers wait up to {s} s for room.",
+            "buffer": "{name}: at most {n} tasks waiting; more wait in the overflow buffer.",
+        }[when]
+        flash(request, request.t(text, name=name, n=int(raw), s=int(wait)))
+        detail = f"max_pending={raw} when_full={when}"
+        detail += f" block_timeout={wait}" if when == "block" else ""
+    else:
+        flash(request, request.t("{name}: no pending limit.", name=name))
+        detail = "max_pending=none"
+    audit(request, "limit queue", queue=name, detail=detail)
+    return back(request, here)
 
 
 @view_config(route_name="queue_state", request_method="POST", permission=OPERATE)
@@ -116,6 +161,8 @@ def queue_state(request: Any) -> Any:
             flash(request, request.t("{name}: no running limit.", name=name))
         audit(request, "limit queue", queue=name, detail=f"max_running={raw or 'none'}")
         return back(request, request.route_path("queue", name=name))
+    elif action == "pending":
+        return _set_pending_limit(request, name)
     else:
         flash(request, request.t("Unknown command."), "error")
         return back(request, request.route_path("queue", name=name))

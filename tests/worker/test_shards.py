@@ -147,13 +147,22 @@ def test_the_cli_sets_shows_and_lifts_a_running_limit(
         return code, out + err
 
     assert run("queue", "limit", "xapian", "--max-running", "2") == (
-        0, "xapian: at most 2 running at once\n")  # fmt: skip
+        0, "xapian: at most 2 running at once; no pending limit\n")  # fmt: skip
     assert storage.queue_config("xapian") == {"max_running": 2}
-    assert run("queue", "limit", "xapian")[1] == "xapian: at most 2 running at once\n"
+    assert run("queue", "limit", "xapian")[1] == (
+        "xapian: at most 2 running at once; no pending limit\n")  # fmt: skip
     code, out = run("queue", "limit", "xapian", "--max-running", "0")
     assert code != 0 and "from 1 to 10000, or none" in out
     assert run("queue", "limit", "xapian", "--max-running", "none")[1] == (
-        "xapian: no running limit\n")  # fmt: skip
+        "xapian: no running limit; no pending limit\n")  # fmt: skip
+    assert run("queue", "limit", "xapian", "--max-pending", "100", "--when-full", "buffer") == (
+        0, "xapian: no running limit; at most 100 waiting, then the overflow buffer\n")  # fmt: skip
+    assert storage.queue_config("xapian") == {"max_pending": 100, "when_full": "buffer"}
+    code, out = run("queue", "limit", "xapian", "--max-pending", "x")
+    assert code != 0 and "--max-pending must be a number from 1 to 100000000, or none" in out
+    code, out = run("queue", "limit", "xapian", "--block-timeout", "0")
+    assert code != 0 and "block_timeout must be seconds" in out
+    assert run("queue", "limit", "xapian", "--max-pending", "none")[0] == 0
     assert storage.queue_config("xapian") == {}
     t.spread.delay(1)
     code, out = run("queue", "limit", "hot", "--max-running", "1")
