@@ -8,7 +8,10 @@ no Redis, threads or clock; :mod:`ztq.worker.scaler` measures and applies. The r
 - **need**: threads for the flow (the busy threads of the last beat, with a quarter more
   of headroom) plus threads to drain the backlog within ``HORIZON_BEATS`` heartbeats at the
   recent run time; a queue whose thread-pool runs are CPU-bound gets no more threads than
-  the GIL lets run (1 / the CPU share of a run); then within ``low..high``.
+  the GIL lets run (1 / the CPU share of a run, rounded down: a share of a half or more is
+  one thread, as a CPU-bound run waiting for the GIL shows about that); then within
+  ``low..high``. Before any run
+  ended here, the run time is the queue's mean of the last minutes (every worker's runs).
 - **grow** at once to the need when tasks would otherwise wait (no thread serves the queue,
   the backlog outlasts the horizon, the oldest task has waited that long); a milder need must
   hold ``GROW_BEATS`` heartbeats in a row.
@@ -50,6 +53,7 @@ class Load:
     cpu_share: float | None = None  # their thread CPU seconds / run seconds (thread pools)
     pool: str = "thread"
     pinned: bool = False  # an operator set its threads: not autoscaled until unpinned
+    queue_run_time: float | None = None  # the queue's mean of the last minutes, every worker
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,8 @@ class Autoscaler:
     # -- what a queue needs ------------------------------------------------------------------
     def _remember(self, load: Load) -> _State:
         st = self.states.setdefault(load.queue, _State())
+        if st.run_time is None and load.queue_run_time:  # nothing ran here yet: the queue's
+            st.run_time = load.queue_run_time
         if load.runs and load.run_time is not None:
             old = st.run_time
             st.run_time = load.run_time if old is None else old + SMOOTH * (load.run_time - old)
@@ -131,7 +137,7 @@ class Autoscaler:
             backlog = max(1, backlog)
         want = flow + backlog
         if load.pool == "thread" and st.cpu_share:  # the GIL: CPU-bound threads run one at once
-            want = min(want, max(1, round(1 / st.cpu_share)))
+            want = min(want, max(1, math.floor(1 / st.cpu_share - 0.5)))
         return max(load.low, min(load.high, want))
 
     def pressing(self, load: Load, st: _State) -> bool:

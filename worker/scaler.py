@@ -1,8 +1,9 @@
 """The autoscaler in the worker: measure each autoscaled queue, decide, apply, log.
 
 On every heartbeat (``Worker.tick``) :meth:`Scaler.step` reads the backlog of the
-autoscaled queues (ready tasks and the oldest one's age, every shard, one round trip plus
-one for the oldest records: ``monitor.queue_stats``), sums what their executors measured
+autoscaled queues (ready tasks and the oldest one's age, every shard, and the run times
+every worker recorded in the last two minutes: one round trip plus one for the oldest
+records, ``monitor.queue_stats``), sums what their executors measured
 since the last beat (busy seconds, runs ended, their seconds and CPU seconds), asks the
 policy (:mod:`ztq.worker.autoscale`) and resizes through the path the set-threads command
 takes (``Worker.resize``). Each change goes to the worker log as an ``autoscale`` event
@@ -17,7 +18,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ztq.core import monitor
+from ztq.core import monitor, timings
 from ztq.core.workers import log_event
 from ztq.worker.autoscale import Autoscaler, Decision, Host, Limits, Load
 from ztq.worker.config import ScaleSpec
@@ -119,7 +120,7 @@ class Scaler:
         w = self.worker
         queues = sorted(self.specs)
         shards = {q: w.physical([q]) for q in queues}
-        stats = monitor.queue_stats(w.storage, [s for q in queues for s in shards[q]], minutes=0,
+        stats = monitor.queue_stats(w.storage, [s for q in queues for s in shards[q]], minutes=2,
                                     now=now)  # fmt: skip
         by_shard = {s.name: s for s in stats}
         totals = self._totals(now)
@@ -129,6 +130,7 @@ class Scaler:
             spec, mine = self.specs[q], [by_shard[s] for s in shards[q]]
             ready = sum(sum(s.ready.values()) for s in mine if not s.paused)
             heads = [s.head_enqueued for s in mine if s.head_enqueued and not s.paused]
+            ran = timings.merged(s.window for s in mine).run
             oldest = max(0.0, now - min(heads) / 1000) if heads and ready else 0.0
             t, before = totals[q], self._before.get(q, Totals())
             runs = t.runs - before.runs
@@ -137,6 +139,9 @@ class Scaler:
                 busy = max(0.0, (t.busy - before.busy) / interval)
             else:  # the first beat: the threads busy now
                 busy = float(sum(ex.busy() for ex in self._executors(q)))
+            cpu = (t.cpu_seconds - before.cpu_seconds) / seconds if seconds > 0 else None
+            mean = seconds / runs if runs else None
+            prior = ran.total_ms / ran.count / 1000 if ran.count else None
             loads.append(
                 Load(
                     q,
@@ -147,10 +152,11 @@ class Scaler:
                     oldest,
                     busy,
                     runs,
-                    seconds / runs if runs else None,
-                    (t.cpu_seconds - before.cpu_seconds) / seconds if seconds > 0 else None,
+                    mean,
+                    cpu,
                     spec.pool,
                     q in self.pinned,
+                    prior,
                 )  # fmt: skip
             )
         self._before, self._at = totals, now

@@ -201,3 +201,12 @@ def test_a_ceiling_of_100_is_none() -> None:
     scaler = Autoscaler(Limits(cpu_max=100, memory_max=100))
     pressed = mail(2, ready=340, busy=2.0, runs=9, run_time=0.05)
     assert run(scaler, [pressed], Host(cpu=100, memory=100)) == {"mail": 6}
+
+
+def test_before_any_run_here_the_queues_run_time_counts() -> None:
+    """A burst on a queue this worker never ran: the mean run time every worker recorded
+    (the queue's stats) sizes the first growth; without it the queue starts at one thread."""
+    cold = mail(0, low=0, ready=2000)
+    assert run(Autoscaler(Limits(heartbeat=1.0)), [cold]) == {"mail": 1}
+    known = replace(cold, queue_run_time=0.0125)
+    assert run(Autoscaler(Limits(heartbeat=1.0)), [known]) == {"mail": 8}
