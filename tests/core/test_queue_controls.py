@@ -115,11 +115,18 @@ def doc_blocks(language: str) -> list[str]:
     return re.findall(rf"^```{language}\n(.*?)^```", text, re.S | re.M)
 
 
-def test_the_doc_examples_run_as_they_say(storage: Storage, tmp_path: Path) -> None:
-    serial, cancel = doc_blocks("python")
+def test_the_doc_examples_run_as_they_say(
+    storage: Storage, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    serial, pressure, cancel = doc_blocks("python")
     namespace: dict[str, Any] = {"__name__": "docs_queue_controls"}
     exec(compile(serial, "docs/queue-controls.md", "exec"), namespace)  # noqa: S102
     assert storage.pending_count("xapian") == 3 and storage.queue_config("xapian") == {}
+    exec(compile(pressure, "docs/queue-controls.md", "exec"), namespace)  # noqa: S102
+    assert storage.pending_count("thumbnails") == 3 and storage.queue_config("thumbnails") == {}
+    assert int(storage.client.hget(storage.keys.totals("thumbnails"), "refused")) == 1
+    said = re.search(r"print\(exc\)  # (.*)", pressure)
+    assert said and capsys.readouterr().out == said.group(1) + "\n"
     exec(compile(cancel, "docs/queue-controls.md", "exec"), namespace)  # noqa: S102
     assert namespace["h"].state.value == "none"
     [ini] = doc_blocks("ini")
