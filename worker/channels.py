@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ztq.core.broadcast import listen_op, read_broadcasts, record_run
 from ztq.core.channels import Channel, Subscription
-from ztq.core.errors import UnknownTask, ZtqError
+from ztq.core.errors import QueueFull, UnknownTask, ZtqError
 from ztq.core.middleware import Outcome
 from ztq.core.transaction import transaction
 from ztq.worker.execute import call, prepare
@@ -224,10 +224,17 @@ class SubscriptionReader(threading.Thread):
         if not messages or self.owner.stopping.is_set():
             return 0
         runs = [m for m in messages if m.kind == "json"]
-        if runs:
-            with transaction():  # one round trip for the batch
-                for m in runs:
-                    self.task.prepare((m.data,), id=self.run_id(m.id)).enqueue()
+        try:
+            if runs:
+                with transaction():  # one round trip for the batch
+                    for m in runs:
+                        self.task.prepare((m.data,), id=self.run_id(m.id)).enqueue()
+        except QueueFull as exc:
+            # the task's queue is full: acknowledge what got in, leave the rest unread (it
+            # is taken over again after two leases) and try again after a pause
+            refused = set(exc.refused)
+            self.subscriber.ack(*[m for m in messages if self.run_id(m.id) not in refused])
+            raise
         self.subscriber.ack(*messages)
         return len(runs)
 
@@ -247,6 +254,7 @@ class WorkerChannels:
         self.started = False
         self.readers: dict[str, BroadcastReader] = {}  # slot group -> reader
         self.subscriptions: list[SubscriptionReader] = []
+        self.unknown: set[tuple[str, str]] = set()  # subscriptions of tasks not registered
         self.presence_ms = int(max(MIN_PRESENCE, 3 * worker.cfg.heartbeat) * 1000)
 
     def groups(self, queues: list[str]) -> dict[str, set[str]]:
@@ -260,13 +268,22 @@ class WorkerChannels:
         """Start the readers (``Worker.run``; a worker driven by ``tick()`` alone has none)."""
         self.started = True
         self.beat()
-        served = set(self.worker.served_queues())
-        for sub in self.worker.app.subscriptions.values():
+
+    def read_subscriptions(self, served: set[str]) -> None:
+        """Start a reader for each subscribed task whose queue this worker serves now and
+        has none yet: at the start, and when set-threads or the autoscaler adds the queue.
+        A reader keeps reading until the worker stops (its runs go to the queue, which any
+        worker serving it runs)."""
+        reading = {(r.sub.channel, r.sub.name) for r in self.subscriptions}
+        for key, sub in self.worker.app.subscriptions.items():
+            if key in reading or key in self.unknown:
+                continue
             try:
                 task = self.worker.app.lookup(sub.task)
             except UnknownTask:
                 log.warning("subscription %s of %s: task %s is not registered here",
                             sub.name, sub.channel, sub.task)  # fmt: skip
+                self.unknown.add(key)
                 continue
             if task.queue in served:
                 reader = SubscriptionReader(self, sub)
@@ -275,10 +292,13 @@ class WorkerChannels:
 
     def beat(self) -> None:
         """Renew the worker's presence in the listeners of its queues (one round trip),
-        and give each reader the queues served now."""
+        give each reader the queues served now, and read the subscriptions of queues the
+        worker began to serve."""
         if not self.started or self.stopping.is_set():
             return
-        groups = self.groups(self.worker.served_queues())
+        served = self.worker.served_queues()
+        self.read_subscriptions(set(served))
+        groups = self.groups(served)
         for group, wanted in groups.items():
             reader = self.readers.get(group)
             if reader is None:

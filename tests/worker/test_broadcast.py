@@ -159,6 +159,47 @@ def test_a_subscribed_task_runs_once_per_message(
     assert w1.storage.client.hlen(w1.storage.keys.tasks("audit")) == 20
 
 
+def test_a_worker_that_begins_to_serve_a_queue_reads_its_subscriptions(
+    start_worker: Callable[..., Worker], tmp_path: Path
+) -> None:
+    """set-threads (or the autoscaler) adds queue audit: its subscribed task's channel is
+    read from the next heartbeat on, without a restart."""
+    out = tmp_path / "orders.jsonl"
+    w = start_worker({"default": 1}, name="late-1", imports=IMPORTS)
+    orders = ztq.channel("test-orders")
+    assert orders.publish({"order": 0, "out": str(out)}) is None  # nobody subscribes yet
+    w.set_threads("audit", 1)
+    wait_for(lambda: [s.consumers for s in orders.info().subscribers] == [1])
+    assert orders.publish({"order": 1, "out": str(out)})
+    wait_for(lambda: len(lines(out)) == 1)
+    assert json.loads(lines(out)[0])["order"] == 1
+    w.set_threads("audit", 0)  # the reader keeps reading; its runs wait for a worker of audit
+    assert len(w.channels.subscriptions) == 1
+
+
+def test_a_subscription_into_a_full_queue_waits_and_loses_no_message(
+    start_worker: Callable[..., Worker], tmp_path: Path
+) -> None:
+    """The task's queue refuses (max_pending, raise): the reader leaves the batch
+    unacknowledged and takes it over again later; every message runs once."""
+    out = tmp_path / "orders.jsonl"
+    storage = ztq.get_storage()
+    storage.register_queue("audit")
+    ztq.configure_queue("audit", max_pending=2)
+    w = start_worker({"audit": 1}, name="full-1", imports=IMPORTS)
+    orders = ztq.channel("test-orders")
+    wait_for(lambda: [s.consumers for s in orders.info().subscribers] == [1])
+    w.set_threads("audit", 0)  # it reads on, and nobody runs the tasks
+    for i in range(5):
+        assert orders.publish({"order": i, "out": str(out)})
+    wait_for(lambda: int(storage.client.hget(storage.keys.totals("audit"), "refused") or 0))
+    assert storage.pending_count("audit") == 2  # what fitted; the rest waits in the channel
+    w.set_threads("audit", 1)  # a worker of audit drains it: the rest get in
+    wait_for(lambda: len(lines(out)) == 5, timeout=30)
+    assert sorted(json.loads(x)["order"] for x in lines(out)) == list(range(5))
+    wait_for(lambda: orders.info().held == 0, timeout=30)
+
+
 @pytest.mark.cluster
 def test_on_a_cluster_one_reader_per_queue_runs_each_queues_broadcasts(
     redis_cluster: Any, tmp_path: Path
