@@ -252,6 +252,9 @@ SETTINGS: tuple[Setting, ...] = (
             "seconds before the first retry; doubles per attempt"),
     _worker("lost_after", number(0, above=True), 30.0,
             "read and checked, not used by the worker yet (see console.lost_after)"),
+    _worker("broadcast_catch_up", number(0), 0.0,
+            "seconds: at start, run the broadcasts sent that long before (0: the app's "
+            "broadcast_catch_up, by default none); docs/channels.md"),
     _worker("autoscale_cpu_max", number(0, 100), 85.0,
             "host CPU % from which the autoscaler adds no thread (docs/autoscaling.md)"),
     _worker("autoscale_memory_max", number(0, 100), 90.0,

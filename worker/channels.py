@@ -137,9 +137,11 @@ class BroadcastReader(threading.Thread):
                 self.positions.pop(queue, None)
 
     def start_position(self, newest: str, now: int) -> str:
-        """Where a joining worker starts: after the newest broadcast, or (with the app's
-        ``broadcast_catch_up``) after those sent longer ago than that."""
-        catch_up = float(getattr(self.worker.app, "broadcast_catch_up", 0) or 0)
+        """Where a joining worker starts: after the newest broadcast, or (with the worker's
+        ``broadcast_catch_up`` setting, else its app's) after those sent longer ago."""
+        catch_up = self.worker.cfg.broadcast_catch_up or float(
+            getattr(self.worker.app, "broadcast_catch_up", 0) or 0
+        )
         if catch_up <= 0:
             return newest
         if math.isinf(catch_up):

@@ -93,6 +93,12 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--prefetch", type=int, help="most tasks leased in one call (default 32)")
     w.add_argument("--grace", type=float, help="seconds to finish running tasks on SIGTERM")
     w.add_argument(
+        "--broadcast-catch-up",
+        type=float,
+        metavar="SECONDS",
+        help="at start, run the broadcasts sent this long before (default: the app's, none)",
+    )
+    w.add_argument(
         "--autoscale-cpu-max",
         type=float,
         metavar="PERCENT",
@@ -290,6 +296,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         "heartbeat": args.heartbeat,
         "prefetch": args.prefetch,
         "grace": args.grace,
+        "broadcast_catch_up": args.broadcast_catch_up,
         "burst": args.burst or None,
         "health": args.health_port,
     }

@@ -98,6 +98,7 @@ class WorkerConfig:
     lost_after: float = 30.0
     health: str = ""  # PORT or HOST:PORT of /livez and /readyz (worker/health.py)
     scaled: tuple[ScaleSpec, ...] = ()  # autoscaled queues (their minimum is in ``threads``)
+    broadcast_catch_up: float = 0.0  # seconds of older broadcasts a starting worker runs
     autoscale_cpu_max: float = 85.0  # host CPU % from which the autoscaler adds nothing
     autoscale_memory_max: float = 90.0  # host memory % from which it adds nothing, sheds one
     autoscale_threads_max: int = 0  # most threads of the autoscaled queues together; 0: no cap

@@ -75,6 +75,25 @@ def test_a_worker_asked_to_catch_up_runs_what_was_sent_before_it_started(
     assert not old.runs()[0].expected  # it was not live when the broadcast went out
 
 
+def test_the_worker_setting_broadcast_catch_up_asks_it_of_a_worker(
+    start_worker: Callable[..., Worker], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same from the worker's settings (flag --broadcast-catch-up, ZTQ_BROADCAST_CATCH_UP,
+    ini), the app saying nothing: a deploy can ask it without touching code."""
+    from ztq.worker.config import load_config
+
+    monkeypatch.setenv("ZTQ_BROADCAST_CATCH_UP", "60")
+    assert load_config(None).broadcast_catch_up == 60.0
+    out = tmp_path / "out"
+    web_worker(start_worker, "first")
+    old = t.note.broadcast(str(out), "old")
+    old.wait(timeout=10)
+    web_worker(start_worker, "plain")  # neither it nor its app asks: it does not run it
+    web_worker(start_worker, "catcher", broadcast_catch_up=60.0)
+    wait_for(lambda: [r.worker for r in old.runs() if r.state == "done"] == ["catcher", "first"])
+    assert sorted(x.split()[1] for x in lines(out)) == ["old", "old"]
+
+
 def test_a_paused_worker_holds_broadcasts_until_it_resumes(
     start_worker: Callable[..., Worker], tmp_path: Path
 ) -> None:
