@@ -93,9 +93,8 @@ class Worker:
         self.register_queues(self.cfg.queues)
         previous = get_worker(self.storage, self.id)
         kind = "reboot" if previous is not None else "start"
-        log_event(
-            self.storage, kind, self.id, f"pid {os.getpid()} serving {', '.join(self.cfg.queues)}"
-        )
+        serving = f"pid {os.getpid()} serving {', '.join(self.cfg.queues)}"
+        log_event(self.storage, kind, self.id, serving, ip=self.sysinfo.ip)
         self.heartbeat()
 
     def register_queues(self, queues: list[str]) -> None:
@@ -312,7 +311,13 @@ class Worker:
             self.kill(str(cmd.get("thread", "")), str(cmd.get("task_id", "")))
         self.heartbeat()
         if name != "refresh":
-            log_event(self.storage, "command", self.id, f"{name} by {cmd.get('by', '?')}")
+            log_event(
+                self.storage,
+                "command",
+                self.id,
+                f"{name} by {cmd.get('by', '?')}",
+                ip=self.sysinfo.ip,
+            )
 
     def set_threads(self, queue: str, threads: Any) -> None:
         """The operator's set-threads command: run ``threads`` executors on ``queue`` (an async
@@ -332,7 +337,13 @@ class Worker:
         if not self.cfg.active_config:
             log.warning("autoscale refused: active_config is off for this worker")
         elif self.scaler.unpin(queue):
-            log_event(self.storage, "config", self.id, f"threads for {queue}: autoscaled again")
+            log_event(
+                self.storage,
+                "config",
+                self.id,
+                f"threads for {queue}: autoscaled again",
+                ip=self.sysinfo.ip,
+            )
         elif not self.scaler.manages(queue):
             log.warning("autoscale: queue %s has no range here (QUEUE = MIN..MAX)", queue)
 
@@ -367,7 +378,7 @@ class Worker:
         self.register_queues([queue])
         if event:
             message = f"threads for {queue}: {len(mine)} -> {threads}{pinned}"
-            log_event(self.storage, "config", self.id, message)
+            log_event(self.storage, "config", self.id, message, ip=self.sysinfo.ip)
         return True
 
     def _resize_async(
@@ -389,7 +400,7 @@ class Worker:
         self.register_queues([queue])
         if note is not None:  # None: the autoscaler logs it
             message = f"async tasks for {queue}: {before} -> {tasks}{note}"
-            log_event(self.storage, "config", self.id, message)
+            log_event(self.storage, "config", self.id, message, ip=self.sysinfo.ip)
 
     def kill(self, thread: str, task_id: str) -> bool:
         """Kill the task running on ``thread`` if it is still ``task_id`` (and the child
@@ -491,7 +502,9 @@ class Worker:
                         self.storage.release(queue, self.id, held)
                     ex.abandon()
             write_heartbeat(self.storage, self.id, self.describe("stopped"))
-            log_event(self.storage, "stop", self.id, f"pid {os.getpid()} stopped")
+            log_event(
+                self.storage, "stop", self.id, f"pid {os.getpid()} stopped", ip=self.sysinfo.ip
+            )
         with contextlib.suppress(ZtqError):
             self.app.middleware.notify("worker_stop", self)
         if (

@@ -18,7 +18,7 @@ from webtest import TestApp
 from tests.console import dying_tasks, scenario
 from tests.console.conftest import post
 from tests.worker.conftest import stop_process, wait_for
-from ztq.core import monitor
+from ztq.core import monitor, streams
 from ztq.core.storage import Storage
 from ztq.core.workers import get_worker, log_event, write_heartbeat
 
@@ -78,6 +78,11 @@ def test_a_real_worker_as_ztqs_operators_saw_it(
     assert "It cannot be started again from the console" in page
     assert "Its supervisor (systemd, Kubernetes, supervisord) starts it again" in page
     assert 'value="stop"' not in page  # nothing offers to run it again either
+    # its own lines carry its IP, so the log shows it after the worker is forgotten too
+    own = [e for e in streams.stream_page(store, "events", limit=50).rows
+           if e.get("worker") == "box-1"]  # fmt: skip
+    assert {e["kind"] for e in own} >= {"start", "command", "stop"}
+    assert all(e.get("ip") == data["ip"] for e in own)
 
 
 def test_history_shows_the_comment_a_run_reported(
