@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ztq.core.broadcast import listen_op, read_broadcasts, record_run
 from ztq.core.channels import Channel, Subscription
 from ztq.core.errors import QueueFull, UnknownTask, ZtqError
-from ztq.core.middleware import Outcome
+from ztq.core.middleware import Outcome, Run
 from ztq.core.transaction import transaction
 from ztq.worker.execute import call, prepare
 
@@ -165,7 +165,13 @@ class BroadcastReader(threading.Thread):
                 outcome = prepared
             else:
                 tf, args, kwargs, _ = prepared
+                # the app's run hooks see it (logs, tracing); retries, callbacks and results
+                # do not apply: it runs once per worker, recorded on the broadcast's record
+                run = Run(self.worker.app, self.worker, queue, bid, 0, tf.name, 0, self.name,
+                          started=time.time())  # fmt: skip
+                self.worker.app.middleware.notify("before_run", run)
                 outcome = call(tf, args, kwargs)
+                self.worker.app.middleware.notify("after_run", run, outcome)
             log.info("broadcast %s (%s) of queue %s: %s", bid, outcome.task, queue,
                      "done" if outcome.ok else outcome.error)  # fmt: skip
             self.unrecorded = (queue, bid, outcome)

@@ -94,6 +94,34 @@ def test_the_worker_setting_broadcast_catch_up_asks_it_of_a_worker(
     assert sorted(x.split()[1] for x in lines(out)) == ["old", "old"]
 
 
+def test_a_broadcast_run_goes_through_the_apps_run_hooks(
+    start_worker: Callable[..., Worker], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Logs and tracing see broadcast runs as they see task runs (before_run, after_run)."""
+    from ztq.core.middleware import Middleware, Outcome, Run
+
+    seen: list[tuple[str, str, str]] = []
+
+    class Spy(Middleware):
+        def before_run(self, run: Run) -> None:
+            seen.append(("before", run.task, run.queue))
+
+        def after_run(self, run: Run, outcome: Outcome) -> None:
+            seen.append(("after", run.task, "ok" if outcome.ok else outcome.error_type))
+
+    spy = Spy()
+    ztq.default_app().middleware.add(spy)
+    try:
+        caplog.set_level("INFO", logger="ztq.runs")
+        web_worker(start_worker, "hooked")
+        h = t.note.broadcast(str(tmp_path / "out"), "hi")
+        h.wait(timeout=10)
+        assert seen == [("before", t.note.name, "web"), ("after", t.note.name, "ok")]
+        assert f"task start id={h.id} task={t.note.name} queue=web" in caplog.text
+    finally:
+        ztq.default_app().middleware.remove(spy)
+
+
 def test_a_paused_worker_holds_broadcasts_until_it_resumes(
     start_worker: Callable[..., Worker], tmp_path: Path
 ) -> None:
