@@ -6,12 +6,14 @@ no Redis, threads or clock; :mod:`ztq.worker.scaler` measures and applies. The r
 (docs/autoscaling.md):
 
 - **need**: threads for the flow (the busy threads of the last beat, with a quarter more
-  of headroom) plus threads to drain the backlog within ``HORIZON_BEATS`` heartbeats at the
-  recent run time; a queue whose thread-pool runs are CPU-bound gets no more threads than
-  the GIL lets run (1 / the CPU share of a run, rounded down: a share of a half or more is
-  one thread, as a CPU-bound run waiting for the GIL shows about that); then within
-  ``low..high``. Before any run
-  ended here, the run time is the queue's mean of the last minutes (every worker's runs).
+  of headroom; the share of the beat's runs that drained the backlog, as many as the
+  backlog went down, is not flow: a queue whose burst just drained needs one thread) plus
+  threads to drain the backlog within ``HORIZON_BEATS`` heartbeats at the recent run time;
+  a queue whose thread-pool runs are CPU-bound gets no more threads than the GIL lets run
+  (1 / the CPU share of a run, rounded down: a share of a half or more is one thread, as a
+  CPU-bound run waiting for the GIL shows about that); then within ``low..high``. Before
+  any run ended here, the run time is the queue's mean of the last minutes (every
+  worker's runs).
 - **grow** at once to the need when tasks would otherwise wait (no thread serves the queue,
   the backlog outlasts the horizon, the oldest task has waited that long); a milder need must
   hold ``GROW_BEATS`` heartbeats in a row.
@@ -98,6 +100,7 @@ class _State:
     run_time: float | None = None
     cpu_share: float | None = None
     holding: str = ""  # the ceiling that holds it back now ("" none), logged once
+    ready: int | None = None  # tasks waiting at the last beat
 
 
 class Autoscaler:
@@ -124,7 +127,11 @@ class Autoscaler:
 
     def need(self, load: Load, st: _State) -> int:
         """Threads the queue needs now, within its range (see the module's docstring)."""
-        flow = math.ceil(load.busy * HEADROOM - 1e-9) if load.busy > 0.01 else 0
+        busy = load.busy
+        if load.runs and st.ready is not None:  # the runs that drained the backlog are not flow
+            drained = min(load.runs, max(0, st.ready - load.ready))
+            busy *= 1 - drained / load.runs
+        flow = math.ceil(busy * HEADROOM - 1e-9) if busy > 0.01 else 0
         if load.busy > 0.01 or load.runs:
             flow = max(flow, 1)
         backlog = 0
@@ -164,6 +171,7 @@ class Autoscaler:
         for load in by_queue.values():
             st = self._remember(load)
             want = self.need(load, st)
+            st.ready = load.ready
             n = load.threads
             targets[load.queue] = n
             wants[load.queue] = want

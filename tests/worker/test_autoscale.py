@@ -210,3 +210,23 @@ def test_before_any_run_here_the_queues_run_time_counts() -> None:
     assert run(Autoscaler(Limits(heartbeat=1.0)), [cold]) == {"mail": 1}
     known = replace(cold, queue_run_time=0.0125)
     assert run(Autoscaler(Limits(heartbeat=1.0)), [known]) == {"mail": 8}
+
+
+def test_a_drained_burst_gives_its_threads_to_the_next_burst_at_once() -> None:
+    """8 threads in all: a's burst of the last beat drained (300 waiting then, none now: its
+    runs were the backlog, not a flow) while b's burst came: b takes a's threads at once,
+    a keeps one. Had a's backlog held (tasks still coming), a would keep its threads."""
+
+    def beats(a_then: int) -> list[tuple[str, int, str]]:
+        scaler = Autoscaler(Limits(threads_max=8, heartbeat=1.0))
+        rest = [Load("c", 1, 1, 8, busy=0.2, runs=20, run_time=0.01),
+                Load("d", 1, 1, 8, busy=1.0, runs=50, run_time=0.02, cpu_share=0.95)]  # fmt: skip
+        a = Load("a", 5, 1, 8, ready=300, busy=5.0, runs=400, run_time=0.0125)
+        b = Load("b", 1, 1, 8)
+        assert scaler.decide([a, b, *rest], CALM) == []  # a drains within the horizon
+        a = replace(a, ready=a_then, busy=3.75, runs=300)
+        b = replace(b, ready=1100, busy=1.0, runs=80, run_time=0.0125)
+        return [(d.queue, d.after, d.why) for d in scaler.decide([a, b, *rest], CALM)]
+
+    assert beats(a_then=0) == [("a", 1, "reclaim"), ("b", 5, "grow")]
+    assert beats(a_then=300) == []
