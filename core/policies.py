@@ -11,7 +11,9 @@ import json
 import logging
 import random
 import time
-from typing import Any
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any, ClassVar
 
 from ztq.core.calls import TaskCall
 from ztq.core.errors import UnknownTask
@@ -29,35 +31,102 @@ def backoff(failure: int, first: float = 1.0) -> float:
     return base * random.uniform(0.5, 1.5)
 
 
+class Clock:
+    """A timestamp that is formatted only when a log line shows it: ``HH:MM:SS.mmm`` local
+    time in text, ISO 8601 UTC in JSON lines (``iso()``)."""
+
+    __slots__ = ("at",)
+    _cache: tuple[int, str] = (-1, "")  # (second, its HH:MM:SS), shared: lines come in order
+
+    def __init__(self, at: float) -> None:
+        self.at = at
+
+    def __str__(self) -> str:
+        second = int(self.at)
+        cached, text = Clock._cache
+        if cached != second:
+            text = time.strftime("%H:%M:%S", time.localtime(second))
+            Clock._cache = (second, text)
+        return f"{text}.{int((self.at - second) * 1000):03d}"
+
+    def iso(self) -> str:
+        return datetime.fromtimestamp(self.at, timezone.utc).isoformat(timespec="milliseconds")
+
+
+# what LogRuns says of a run: (event 'start' or 'end', outcome, id, task, queue, attempt,
+# started (epoch s), runtime ms, error type); see LogRuns.message and LogRuns.fields
+RunLine = tuple[str, str, str, str, str, int, float, float, str]
+RunSink = Callable[[int, float, RunLine], bool]
+START = "task start id=%s task=%s queue=%s attempt=%d"
+END = "task %s id=%s task=%s queue=%s attempt=%d started=%s runtime_ms=%.1f"
+
+
 class LogRuns(Middleware):
-    """A start and an end line per run on the ``ztq.runs`` logger (INFO), with the fields
-    of the run for JSON logs (``extra["ztq"]``). Nothing is built when INFO is off."""
+    """One line per run on the ``ztq.runs`` logger at INFO, when it ends: outcome, start
+    time and duration (``task done id=... started=HH:MM:SS.mmm runtime_ms=...``), and a
+    start line at DEBUG; the fields of the run ride along for JSON logs (``extra["ztq"]``).
+
+    Nothing is built for a level that is off. A worker logs one line per task, so the line
+    is cheap: ``sink`` (set by ``ztq.worker.logs.configure``) takes ``(level, time, line)``
+    and queues it for its writer thread while ztq's handler is the only one on the
+    logger's way (it returns False otherwise); else a record is made directly (no caller
+    lookup) and handled as usual. Both give the same text and fields."""
 
     log = logging.getLogger("ztq.runs")
+    sink: ClassVar[RunSink | None] = None
+
+    @staticmethod
+    def message(line: RunLine) -> tuple[str, tuple[Any, ...]]:
+        """The message of a run line and its arguments (formatted only when shown)."""
+        event, state, task_id, task, queue, attempt, started, ms, error = line
+        if event == "start":
+            return START, (task_id, task, queue, attempt)
+        args = (state, task_id, task, queue, attempt, Clock(started), ms)
+        return (END + " error=%s", (*args, error)) if error else (END, args)
+
+    @staticmethod
+    def fields(line: RunLine) -> dict[str, Any]:
+        """The fields of a run line for JSON logs."""
+        event, state, task_id, task, queue, attempt, started, ms, error = line
+        out: dict[str, Any] = {"event": event, "task_id": task_id, "task": task,
+                               "queue": queue, "attempt": attempt}  # fmt: skip
+        if event == "end":
+            out |= {"outcome": state, "started": Clock(started), "duration_ms": round(ms, 1)}
+            if error:
+                out["error"] = error
+        return out
+
+    def _emit(self, level: int, now: float, line: RunLine) -> None:
+        sink = LogRuns.sink
+        if sink is not None and sink(level, now, line):
+            return
+        log = self.log
+        msg, args = self.message(line)
+        record = log.makeRecord(log.name, level, __file__, 0, msg, args, None, None,
+                                {"ztq": self.fields(line)})  # fmt: skip
+        record.created = now
+        record.msecs = int((now - int(now)) * 1000) + 0.0
+        log.handle(record)
 
     def before_run(self, run: Run) -> None:
-        if self.log.isEnabledFor(logging.INFO):
-            fields = {"event": "start", "task_id": run.id, "task": run.task,
-                      "queue": run.queue, "attempt": run.failures + 1}  # fmt: skip
-            self.log.info(
-                "task start id=%s task=%s queue=%s attempt=%d",
-                run.id, run.task, run.queue, run.failures + 1, extra={"ztq": fields},
-            )  # fmt: skip
+        if self.log.isEnabledFor(logging.DEBUG):
+            line = ("start", "", run.id, run.task, run.queue, run.failures + 1, run.started,
+                    0.0, "")  # fmt: skip
+            self._emit(logging.DEBUG, time.time(), line)
 
     def after_run(self, run: Run, outcome: Outcome) -> None:
         if outcome.permanent or not self.log.isEnabledFor(logging.INFO):
-            return  # a payload that could not run has no start line either
-        ms = (time.time() - run.started) * 1000
-        state = "done" if outcome.ok else "retry" if run.retry_in is not None else "failed"
-        fields = {"event": "end", "task_id": run.id, "task": run.task, "queue": run.queue,
-                  "attempt": run.failures + 1, "outcome": state,
-                  "duration_ms": round(ms, 1)}  # fmt: skip
-        if not outcome.ok:
-            fields["error"] = outcome.error_type
-        self.log.info(
-            "task %s id=%s task=%s runtime_ms=%.1f%s", state, run.id, run.task, ms,
-            "" if outcome.ok else f" error={outcome.error_type}", extra={"ztq": fields},
-        )  # fmt: skip
+            return  # a payload that could not run has no line either
+        now = time.time()
+        ms = (now - run.started) * 1000
+        if outcome.ok:
+            line = ("end", "done", run.id, run.task, run.queue, run.failures + 1, run.started,
+                    ms, "")  # fmt: skip
+        else:
+            state = "retry" if run.retry_in is not None else "failed"
+            line = ("end", state, run.id, run.task, run.queue, run.failures + 1, run.started,
+                    ms, outcome.error_type or "?")  # fmt: skip
+        self._emit(logging.INFO, now, line)
 
 
 class TimeLimit(Middleware):

@@ -269,11 +269,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("system", system_name, "", "the system of ztq.systems a ztq command works on "
             "(flag --system); default: the one redis_url and prefix give", app_key=None),
     Setting("log_level", choice("debug", "info", "warning", "error", "critical"), "info",
-            "level of the ztq command's log (flag --log-level or environment only: logging "
-            "starts before any file is read)", app_key=None),
+            "level of the worker's and the ztq commands' log: info writes one line per run, "
+            "debug a start line too", worker_keys=("log_level",)),
     Setting("log_format", choice("text", "json"), "text",
-            "text lines, or JSON lines with the running task's id, name, queue and attempt "
-            "(flag --log-format or environment only)", app_key=None),
+            "text lines, or JSON lines with the running task's id, name, queue and attempt",
+            worker_keys=("log_format",)),
     Setting("console.secret", text, "", "keys the session handles in Redis (changing it ends "
             "every session); the console refuses to start without a long random one",
             secret=True),
@@ -320,7 +320,8 @@ BY_NAME = {s.name: s for s in SETTINGS}
 BY_APP_KEY = {s.app_key: s for s in SETTINGS if s.app_key}
 BY_WORKER_KEY = {k: s for s in SETTINGS for k in s.worker_keys}
 CONNECTION = ("redis_url", "prefix")
-WORKER = tuple(s.name for s in SETTINGS if s.worker_keys)
+LOGGING = ("log_level", "log_format")  # read by the ztq command before it runs one
+WORKER = tuple(s.name for s in SETTINGS if s.worker_keys and s.name not in LOGGING)
 CONSOLE = (*CONNECTION, "systems", *(s.name for s in SETTINGS if s.name.startswith("console.")))
 ALERTS = tuple(s.name for s in SETTINGS if s.name.startswith("alerts."))
 

@@ -51,7 +51,11 @@ def scale_flag(value: str, default_pool: str = "thread") -> ScaleSpec | None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ztq", description="ztq task queue")
-    parser.add_argument("--log-level", help="debug, info (default), warning, error")
+    parser.add_argument(
+        "--log-level",
+        help="debug (adds a start line per run), info (default: "
+        "one line per run), warning, error, critical",
+    )
     parser.add_argument("--log-format", help="text (default) or json: one JSON object a line")
     parser.add_argument("--system", help="the system of ztq.systems to work on (docs/systems.md)")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -260,9 +264,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        path = getattr(args, "config", None)  # the command's file: its log settings too
         got = settings.resolve(
-            ("log_level", "log_format"),
+            settings.LOGGING,
             flags={"log_level": args.log_level, "log_format": args.log_format},
+            ini=settings.read_ini(path).values if path else None,
         )
         logs.configure(got["log_level"].value, got["log_format"].value)
         return int(COMMANDS[args.command](args) or 0)

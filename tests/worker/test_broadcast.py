@@ -112,7 +112,7 @@ def test_a_broadcast_run_goes_through_the_apps_run_hooks(
     spy = Spy()
     ztq.default_app().middleware.add(spy)
     try:
-        caplog.set_level("INFO", logger="ztq.runs")
+        caplog.set_level("DEBUG", logger="ztq.runs")  # the start line is DEBUG
         web_worker(start_worker, "hooked")
         h = t.note.broadcast(str(tmp_path / "out"), "hi")
         h.wait(timeout=10)

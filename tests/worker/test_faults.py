@@ -176,8 +176,9 @@ def test_redis_restart_under_load(spawn, tmp_path: Path) -> None:
 
 
 def test_sigterm_finishes_the_running_task_then_exits(
-    redis_url: str, spawn, tmp_path: Path
+    redis_url: str, spawn, tmp_path: Path, monkeypatch
 ) -> None:
+    monkeypatch.setenv("ZTQ_LOG_LEVEL", "debug")  # the worker writes a start line per run
     marker = tmp_path / "ran"
     proc = spawn(redis_url, "graceful", "default:1")
     h = t.slow_record.delay(str(marker), "x", 1.0)

@@ -1,5 +1,6 @@
 """Log lines carry the running task (the task code's own lines too), as text or JSON lines;
-each run has a start and an end line (real Redis, in-process and a real worker process)."""
+each run has one line at INFO when it ends and a start line at DEBUG; lines are written in
+batches and none is lost at exit (real Redis, in-process and real worker processes)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ import io
 import json
 import logging
 import os
+import re
+import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -17,6 +21,7 @@ import pytest
 import ztq.core as ztq
 from tests import sample_tasks
 from tests.worker.conftest import wait_for
+from ztq.core.policies import LogRuns
 from ztq.worker.logs import HANDLER, configure
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,42 +36,136 @@ def chatty(fail: bool = False) -> str:
     return "ok"
 
 
+def ours() -> list[logging.Handler]:
+    return [h for h in logging.getLogger().handlers if h.get_name() == HANDLER]
+
+
 @pytest.fixture
-def json_lines() -> Iterator[io.StringIO]:
-    stream = io.StringIO()
-    configure("info", "json", stream)
-    yield stream
+def log_to() -> Iterator[Callable[..., io.StringIO]]:
+    """``log_to(level, fmt)``: configure() into a StringIO, undone after the test."""
+
+    def start(level: str = "info", fmt: str = "json") -> io.StringIO:
+        stream = io.StringIO()
+        configure(level, fmt, stream)
+        return stream
+
+    yield start
     root = logging.getLogger()
-    for h in [h for h in root.handlers if h.get_name() == HANDLER]:
+    for h in ours():
         root.removeHandler(h)
+        h.close()
     root.setLevel(logging.WARNING)
 
 
+@pytest.fixture
+def json_lines(log_to) -> io.StringIO:
+    return log_to("info", "json")
+
+
+def written(stream: io.StringIO) -> str:
+    for h in ours():
+        h.flush()
+    return stream.getvalue()
+
+
 def parsed(stream: io.StringIO) -> list[dict]:
-    return [json.loads(line) for line in stream.getvalue().splitlines()]
+    return [json.loads(line) for line in written(stream).splitlines()]
 
 
-def test_json_lines_carry_the_task_and_each_run_has_a_start_and_an_end(
-    start_worker, json_lines: io.StringIO
-) -> None:
+def run_lines(
+    level: str, log_to, start_worker
+) -> tuple[list[dict], ztq.TaskHandle, ztq.TaskHandle]:
+    stream = log_to(level, "json")
     start_worker()
     ok, bad = chatty.delay(), chatty.delay(True)
     wait_for(lambda: ztq.ping(ok) == "done" and ztq.ping(bad) == "error")
-    lines = parsed(json_lines)
+    return parsed(stream), ok, bad
+
+
+def test_json_lines_carry_the_task_and_a_run_has_one_line_at_info(log_to, start_worker) -> None:
+    lines, ok, bad = run_lines("info", log_to, start_worker)
     mine = [x for x in lines if x["logger"] == "tests.user"]
     assert {(x["task_id"], x["attempt"]) for x in mine} == {(ok.id, 1), (bad.id, 1), (bad.id, 2)}
     assert all(x["task"] == "tests.logs.chatty" and x["queue"] == "default" for x in mine)
     runs = [x for x in lines if x["logger"] == "ztq.runs"]
-    assert [(x["event"], x.get("outcome")) for x in runs if x["task_id"] == ok.id] == [
-        ("start", None),
-        ("end", "done"),
-    ]
-    ends = [x for x in runs if x["task_id"] == bad.id and x["event"] == "end"]
-    assert [(x["outcome"], x["error"], x["attempt"]) for x in ends] == [
-        ("retry", "ValueError", 1),
-        ("failed", "ValueError", 2),
+    [done] = [x for x in runs if x["task_id"] == ok.id]
+    assert (done["event"], done["outcome"], done["level"]) == ("end", "done", "INFO")
+    started = datetime.fromisoformat(done["started"])
+    assert started <= datetime.fromisoformat(done["ts"]) and started.tzinfo is not None
+    assert re.fullmatch(
+        rf"task done id={ok.id} task=tests.logs.chatty queue=default attempt=1 "
+        r"started=\d\d:\d\d:\d\d\.\d{3} runtime_ms=\d+\.\d",
+        done["message"],
+    )
+    ends = [x for x in runs if x["task_id"] == bad.id]
+    assert [(x["event"], x["outcome"], x["error"], x["attempt"]) for x in ends] == [
+        ("end", "retry", "ValueError", 1),
+        ("end", "failed", "ValueError", 2),
     ]
     assert all(isinstance(x["duration_ms"], float) for x in ends)
+
+
+def test_at_debug_a_run_has_a_start_line_too(log_to, start_worker) -> None:
+    lines, ok, _ = run_lines("debug", log_to, start_worker)
+    runs = [x for x in lines if x["logger"] == "ztq.runs" and x["task_id"] == ok.id]
+    assert [(x["event"], x["level"], x.get("outcome")) for x in runs] == [
+        ("start", "DEBUG", None),
+        ("end", "INFO", "done"),
+    ]
+    assert (
+        runs[0]["message"]
+        == f"task start id={ok.id} task=tests.logs.chatty queue=default attempt=1"
+    )
+
+
+LINES = [
+    ("end", "done", "abc123", "shop.mail", "mail", 1, 1_700_000_000.25, 12.34, ""),
+    ("end", "failed", "abc124", "shop.mail", "mail", 3, 1_700_000_001.5, 0.04, "ValueError"),
+    ("start", "", "abc125", "shop.mail", "mail", 2, 1_700_000_002.0, 0.0, ""),
+]
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_a_run_line_without_a_record_reads_as_the_record_would(
+    log_to, fmt: str, monkeypatch
+) -> None:
+    """While ztq's handler alone handles ztq.runs, LogRuns hands it the line (no record);
+    with another handler on the way it makes a record: both write the same text."""
+    stream = log_to("debug", fmt)
+    [handler] = ours()
+    monkeypatch.setattr(logging.getLogger(), "handlers", [handler])  # not pytest's
+    runs = LogRuns()
+    for n, line in enumerate(LINES):
+        runs._emit(logging.DEBUG if line[0] == "start" else logging.INFO, 1_700_000_003.0 + n, line)
+    fast = written(stream).splitlines()
+    assert len(fast) == 3 and handler.alone(LogRuns.log, logging.INFO)
+    other = logging.StreamHandler(io.StringIO())
+    LogRuns.log.addHandler(other)  # a handler on the way: a record is made
+    try:
+        assert not handler.alone(LogRuns.log, logging.INFO)
+        for n, line in enumerate(LINES):
+            level = logging.DEBUG if line[0] == "start" else logging.INFO
+            runs._emit(level, 1_700_000_003.0 + n, line)
+    finally:
+        LogRuns.log.removeHandler(other)
+    assert written(stream).splitlines()[3:] == fast
+    assert "task failed id=abc124 task=shop.mail queue=mail attempt=3 started=" in fast[1]
+    assert fast[1].endswith("runtime_ms=0.0 error=ValueError") or fmt == "json"
+
+
+def test_lines_wait_in_memory_until_a_warning_or_a_flush_keeping_their_order(log_to) -> None:
+    stream = log_to("info", "text")
+    user_log.info("one")
+    user_log.info("two")
+    assert stream.getvalue() == ""  # buffered: no write per line
+    user_log.warning("three")  # written at once, after the lines before it
+    assert [line.rsplit(" ", 1)[1] for line in stream.getvalue().splitlines()] == [
+        "one",
+        "two",
+        "three",
+    ]
+    user_log.info("four")
+    wait_for(lambda: stream.getvalue().endswith("four\n"), timeout=5)  # the flush thread
 
 
 def test_outside_a_run_a_line_has_no_task_fields(json_lines: io.StringIO) -> None:
@@ -87,7 +186,7 @@ def test_a_worker_process_writes_json_lines(redis_url: str, tmp_path: Path) -> N
     assert proc.returncode == 0, err.read_text()
     lines = [json.loads(line) for line in err.read_text().splitlines()]
     mine = [(x.get("event"), x.get("outcome")) for x in lines if x.get("task_id") == h.id]
-    assert mine == [("start", None), ("end", "done")]
+    assert mine == [("end", "done")]
     assert ztq.ping(h) == "done"
 
 
@@ -115,3 +214,46 @@ def test_a_process_slot_child_logs_like_its_worker(redis_url: str, tmp_path: Pat
         "default",
     )
     assert said["attempt"] == 1
+
+
+def test_a_worker_loses_no_line_at_sigterm(redis_url: str, tmp_path: Path) -> None:
+    """Lines wait in memory (here: up to an hour, tests/worker/slow_flush.py); SIGTERM's
+    graceful stop ends in a normal exit, which writes them all."""
+    err = tmp_path / "stderr"
+    env = {**os.environ, "ZTQ_REDIS_URL": redis_url}
+    handles = [sample_tasks.add.delay(i, 1) for i in range(200)]
+    with open(err, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ztq.worker", "--import", "tests.sample_tasks",
+             "--import", "tests.worker.slow_flush", "--name", "sigterm-logs"],
+            cwd=ROOT, env=env, stdout=out, stderr=out,
+        )  # fmt: skip
+    try:
+        wait_for(lambda: all(ztq.ping(h) == "done" for h in handles), timeout=30)
+        assert "task done" not in err.read_text()  # still in memory
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    text = err.read_text()
+    done = {m.group(1) for m in re.finditer(r"task done id=(\w+) ", text)}
+    assert done == {h.id for h in handles}
+    assert text.rstrip().endswith("worker sigterm-logs stopped")
+
+
+def test_a_worker_reads_its_log_level_from_its_file(redis_url: str, tmp_path: Path) -> None:
+    ini = tmp_path / "worker.ini"
+    ini.write_text(f"[server]\nredis = {redis_url}\nlog_level = warning\n")
+    err = tmp_path / "stderr"
+    env = {k: v for k, v in os.environ.items() if k not in ("ZTQ_LOG_LEVEL", "ZTQ_REDIS_URL")}
+    h = sample_tasks.add.delay(1, 2)
+    with open(err, "wb") as out:
+        proc = subprocess.run(
+            [sys.executable, "-m", "ztq.worker", "-c", str(ini), "--import", "tests.sample_tasks",
+             "--burst"],
+            cwd=ROOT, env=env, stdout=out, stderr=out, timeout=60,
+        )  # fmt: skip
+    assert proc.returncode == 0, err.read_text()
+    assert ztq.ping(h) == "done" and "INFO" not in err.read_text()
