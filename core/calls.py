@@ -154,6 +154,7 @@ class TaskCall:
     # the app that sends it (None: the default app); not part of the payload or of equality
     app: App | None = field(default=None, repr=False, compare=False)
     _payload: str = field(default="", init=False, repr=False, compare=False)
+    _id: str = field(default="", init=False, repr=False, compare=False)  # the MD5, once known
 
     def __post_init__(self) -> None:
         check_task_name(self.task)
@@ -218,7 +219,7 @@ class TaskCall:
             return self.id
         if not self.unique:
             return uuid.uuid4().hex
-        return task_id_for(self.queue, self.task, list(self.args), self.kwargs)
+        return self._id or task_id_for(self.queue, self.task, list(self.args), self.kwargs)
 
     def delay_ms(self, now: float | None = None) -> int:
         if self.eta is not None:
@@ -322,3 +323,56 @@ class TaskCall:
         from ztq.core.enqueue import send
 
         return send(self)
+
+
+class CallTemplate:
+    """What every call of one task with its default options shares, validated and encoded
+    once (``fn.delay(...)`` is one-by-one enqueue's hot path): the options, the payload's
+    JSON around the arguments, the canonical JSON around them for the dedup id. A call
+    made here equals ``TaskCall(task, args, kwargs, <the same options>)`` field for field,
+    payload and id included (tests/core/test_calls.py checks it)."""
+
+    def __init__(self, base: TaskCall) -> None:
+        self.base = base  # validated by TaskCall(), with no arguments
+        self.fields = dict(base.__dict__)
+        task = _COMPACT.encode(base.task)
+        self.head = '{"task":' + task + ',"args":'
+        opts = base.options_dict()
+        self.tail = (
+            ',"opts":' + encode_json(opts, f"options of {base.task}") if opts else ""
+        ) + "}"
+        self.dedup = base.unique and base.id is None
+        queue_task = _CANONICAL.encode(base.queue) + ',"task":' + _CANONICAL.encode(base.task)
+        self.id_tail = ',"queue":' + queue_task + "}"
+
+    def call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> TaskCall:
+        """The call of the task with these arguments (a SerializationError, InvalidOption
+        as ``TaskCall`` raises them)."""
+        for key in kwargs:
+            if not isinstance(key, str):
+                raise InvalidOption("kwargs must be a dict with str keys")
+            if key[:4] == "ztq_":
+                raise ztq_option_error(key)
+        what = f"arguments of {self.base.task}"
+        listed = list(args)
+        args_json = encode_json(listed, what)
+        payload = self.head + args_json
+        if kwargs:
+            payload += ',"kwargs":' + encode_json(kwargs, what)
+        call: TaskCall = object.__new__(TaskCall)
+        values = call.__dict__
+        values.update(self.fields)
+        values["args"], values["kwargs"], values["_payload"] = args, kwargs, payload + self.tail
+        if self.dedup:
+            # canonical JSON: sorted keys, ASCII only; flat ASCII arguments encode the same
+            # both ways (but DEL, which only the ASCII encoder escapes)
+            flat = args_json.isascii() and "\x7f" not in args_json
+            flat = flat and all(type(a) in _FLAT for a in listed)
+            canonical = ('{"args":' + (args_json if flat else _CANONICAL.encode(listed)) +
+                         ',"kwargs":' + (_CANONICAL.encode(kwargs) if kwargs else "{}") +
+                         self.id_tail)  # fmt: skip
+            values["_id"] = hashlib.md5(canonical.encode(), usedforsecurity=False).hexdigest()
+        return call
+
+
+_FLAT = frozenset({str, int, float, bool, type(None)})

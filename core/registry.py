@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
-from ztq.core.calls import TaskCall, check_task_name, ztq_option_error
+from ztq.core.calls import CallTemplate, TaskCall, check_task_name, ztq_option_error
 from ztq.core.errors import ConfigError, InvalidOption, UnknownTask, UnsupportedTask
 from ztq.core.handle import TaskHandle
 from ztq.core.keys import check_queue, shard_for
@@ -62,6 +62,7 @@ class TaskFunction(Generic[P, R]):
         self.on_batch = on_batch
         # an async def runs on an async pool's event loop; a plain def in a thread or process
         self.is_async = is_coroutine_function(fn)
+        self._template: tuple[tuple[Any, ...], CallTemplate] | None = None
         functools.update_wrapper(self, fn)  # type: ignore[arg-type]
 
     @functools.cached_property
@@ -152,7 +153,17 @@ class TaskFunction(Generic[P, R]):
 
     def delay(self, *args: P.args, **kwargs: P.kwargs) -> TaskHandle[R]:
         """Send one call now with the task's default options."""
-        return self.prepare(args, kwargs).enqueue()
+        return self.template().call(args, kwargs).enqueue()
+
+    def template(self) -> CallTemplate:
+        """The call of this task with its default options, prepared once (rebuilt when an
+        option of the task changed): what :meth:`delay` fills with arguments."""
+        key = (self.name, self.queue, self.connection, self.priority, self.retries,
+               self.timeout, self.unique, self.result_ttl, self.shards, self.app)  # fmt: skip
+        cached = self._template
+        if cached is None or cached[0] != key:
+            cached = self._template = (key, CallTemplate(self.prepare()))
+        return cached[1]
 
 
 def make_task(

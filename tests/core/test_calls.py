@@ -117,3 +117,45 @@ def test_eta_becomes_a_delay() -> None:
 
 def test_inline_call_runs_the_function() -> None:
     assert t.add(2, 3) == 5
+
+
+@task(name="tests.calls.with_options", queue="q2", retries=2, timeout=5.0, result_ttl=0)
+def with_options(*args: object, **kwargs: object) -> None:
+    pass
+
+
+TEMPLATE_ARGS = [
+    ((1, 2), {}),
+    (("héllo", 'q"uote\n'), {}),
+    (("a\x7fb", 2), {}),
+    (({"b": 1, "a": [2, {"d": 3, "c": 4}]}, 1.5, None, True), {}),
+    ((), {"z": 1, "a": "ü"}),
+    ((3,), {"nested": {"y": 2, "x": 1}}),
+]
+
+
+@pytest.mark.parametrize(("args", "kwargs"), TEMPLATE_ARGS)
+def test_a_call_from_the_tasks_template_equals_a_prepared_one(args: tuple, kwargs: dict) -> None:
+    """delay() fills a template built once per task: the call, its payload and its dedup id
+    are those of prepare() (the canonical JSON shortcut for flat ASCII arguments included)."""
+    for fn in (t.add, t.send, t.urgent, with_options):
+        made = fn.template().call(args, dict(kwargs))
+        prepared = fn.prepare(args, kwargs)
+        assert made == prepared and made.payload() == prepared.payload()
+        assert made.resolve_id() == prepared.resolve_id()
+        assert made.resolve_id() == task_id_for(made.queue, made.task, list(args), kwargs)
+        assert made.delay_ms() == prepared.delay_ms() and made.priority == prepared.priority
+
+
+def test_the_template_follows_the_tasks_options_and_refuses_what_prepare_refuses() -> None:
+    old = t.add.queue
+    try:
+        t.add.queue = "elsewhere"
+        assert t.add.template().call((1, 2), {}).queue == "elsewhere"
+    finally:
+        t.add.queue = old
+    assert t.add.template().call((1, 2), {}).queue == old
+    with pytest.raises(SerializationError):
+        t.add.template().call((object(),), {})
+    with pytest.raises(InvalidOption, match="ztq_queue is ZTQ's option"):
+        t.add.template().call((), {"ztq_queue": "x"})
