@@ -24,6 +24,7 @@ from bench.common import (
     wait_stamps,
 )
 from bench.peers.base import Peer
+from bench.peers.ztq_peer import ZtqPeer
 
 POLL = 0.005  # seconds between progress polls while a queue drains
 QUIET = 2.0  # seconds past the last due time before the delayed test polls for stamps
@@ -77,6 +78,20 @@ def enqueue_bulk(peer: Peer, n: int) -> dict[str, float]:
     t0 = time.perf_counter()
     peer.enqueue_bulk(0, n)
     return {"rate": n / (time.perf_counter() - t0)}
+
+
+def rpush_reference(peer: ZtqPeer, n: int) -> dict[str, float]:
+    """Tasks/s of the floor of a bulk enqueue: the ids of ztq's bulk run (computed first,
+    not timed) pushed to one list in one redis-py pipeline, ``RPUSH`` one id each."""
+    peer.reset()
+    ids = peer.ids(0, n)
+    with peer.client() as client:
+        t0 = time.perf_counter()
+        pipe = client.pipeline(transaction=False)
+        for task_id in ids:
+            pipe.rpush("bench:raw", task_id)
+        pipe.execute()
+        return {"rate": n / (time.perf_counter() - t0)}
 
 
 # -- 2: drain ----------------------------------------------------------------------------------

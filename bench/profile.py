@@ -27,6 +27,7 @@ os.environ.setdefault("PYINSTRUMENT_IGNORE_OVERHEAD_WARNING", "1")  # ~1 µs tim
 @dataclass
 class Profiles:
     enqueue_rate: float = 0.0
+    enqueue_rate_plain: float = 0.0  # one by one without the profiler, just before
     bulk_rate: float = 0.0
     drain_rate_info: float = 0.0
     drain_rate_warning: float = 0.0
@@ -73,6 +74,9 @@ def _profiled(peer: ZtqPeer, out: Profiles, label: str, run: Any, n: int) -> tup
 def profile_enqueue(peer: ZtqPeer, n: int, bulk_n: int, out: Profiles) -> None:
     peer.reset()
     peer.enqueue_serial(0, 100)  # connect, load scripts
+    t0 = time.perf_counter()
+    peer.enqueue_serial(100, n)
+    out.enqueue_rate_plain = n / (time.perf_counter() - t0)
     one = _profiled(peer, out, "enqueue (one by one)", peer.enqueue_serial, n)
     out.enqueue_rate, out.enqueue_tree = one
     bulk = _profiled(peer, out, "enqueue (transaction)", peer.enqueue_bulk, bulk_n)
@@ -115,21 +119,25 @@ def _drain_in_process(peer: ZtqPeer, n: int, level: int, prof: Profiler | None) 
 
 
 def profile_drain(peer: ZtqPeer, n: int, out: Profiles) -> None:
-    """The drain loop with the worker CLI's logging (INFO to a stream), then at WARNING."""
-    handler = logging.StreamHandler(open("/dev/null", "w"))  # noqa: SIM115 - closed below
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    """The drain loop with the worker CLI's logging (INFO, ztq's handler, to /dev/null),
+    then at WARNING."""
+    from ztq.worker import logs
+
     root = logging.getLogger()
-    root.addHandler(handler)
-    try:
-        prof = Profiler(interval=INTERVAL)
-        _drain_in_process(peer, n, logging.INFO, prof)
-        out.drain_tree = _tree(prof)
-        _evalsha(out, "fetch + ack (drain)")
-        out.drain_rate_info = _drain_in_process(peer, n, logging.INFO, None)
-        out.drain_rate_warning = _drain_in_process(peer, n, logging.WARNING, None)
-    finally:
-        root.removeHandler(handler)
-        handler.stream.close()
+    before = list(root.handlers)
+    with open(os.devnull, "w") as devnull:
+        logs.configure("INFO", "text", devnull)
+        try:
+            prof = Profiler(interval=INTERVAL)
+            _drain_in_process(peer, n, logging.INFO, prof)
+            out.drain_tree = _tree(prof)
+            _evalsha(out, "fetch + ack (drain)")
+            out.drain_rate_info = _drain_in_process(peer, n, logging.INFO, None)
+            out.drain_rate_warning = _drain_in_process(peer, n, logging.WARNING, None)
+        finally:
+            for handler in [h for h in root.handlers if h not in before]:
+                root.removeHandler(handler)
+                handler.close()
 
 
 def round_trips(peer: ZtqPeer, out: Profiles, n: int = 2000) -> None:

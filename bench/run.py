@@ -74,6 +74,12 @@ class Plan:
             "first due time until 2 s after the last (an idle Redis fires BLPOP timeouts on "
             "its 100 ms cron; a client's polling would wake it sooner and flatter a library "
             "that sleeps in BLPOP)",
+            "references, measured interleaved with the peers but not peers themselves: "
+            "*ztq WARNING* drains with the same ztq worker at `--log-level warning` (what the "
+            "default INFO level costs); *ztq unique=False* enqueues one by one a task declared "
+            "`unique=False` (a random id: no canonical JSON, no MD5); *raw RPUSH* pushes the "
+            f"ids of the bulk run's {self.bulk_n:,} tasks to one list in one redis-py pipeline "
+            "(the floor of a bulk enqueue over one connection)",
             f"recovery: one run, all libraries at once (idle workers); worker A runs a task "
             "that sleeps, worker B idles, the process running the task gets SIGKILL; time "
             f"until B starts it, capped at {self.recovery_cap:.0f} s. ztq with its default "
@@ -139,17 +145,22 @@ class Runner:
 
     def repetition(self, rep: int, peers: list[Any], drainers: list[Any]) -> None:
         from bench import measures as m
+        from bench.peers.ztq_peer import AT_WARNING, NOT_UNIQUE
 
         p, logs = self.plan, self.logs
-        for peer in rotate(peers, rep):
+        for peer in rotate([*peers, NOT_UNIQUE], rep):
             got = self.attempt("enqueue", peer.label, m.enqueue_serial, peer, p.enqueue_n)
             self.put("enqueue", peer.label, got.get("rate"))
             self.put("mem", peer.label, got.get("mem"))
-        for peer in rotate([x for x in peers if x.bulk_api], rep):
+        for peer in rotate([*(x for x in peers if x.bulk_api), None], rep):
+            if peer is None:  # the reference: the same ids, RPUSH in one pipeline
+                got = self.attempt("bulk", "raw RPUSH", m.rpush_reference, peers[0], p.bulk_n)
+                self.put("bulk", "raw RPUSH", got.get("rate"))
+                continue
             got = self.attempt("bulk", peer.label, m.enqueue_bulk, peer, p.bulk_n)
             self.put("bulk", peer.label, got.get("rate"))
         for procs in (1, 2):
-            for peer in rotate(drainers, rep):
+            for peer in rotate([*drainers, AT_WARNING], rep):
                 n = p.drain_size(peer.label)
                 got = self.attempt(f"drain{procs}", peer.label, m.drain, peer, n, procs, logs)
                 self.put(f"drain{procs}", peer.label, got.get("rate"))
@@ -172,6 +183,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--reps", type=int, help="repetitions (default 3)")
     ap.add_argument("--quick", action="store_true", help="1 repetition, small sizes (a smoke run)")
     ap.add_argument("--skip-console", action="store_true", help="leave point 7 out")
+    ap.add_argument("--skip-growth", action="store_true", help="leave how cost grows out")
     ap.add_argument("--only", choices=SECTIONS, help="measure one section, rewrite only it")
     ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
     ap.add_argument("--render", metavar="RESULTS_JSON", help="only rewrite --out from a run")
@@ -223,6 +235,10 @@ def run(
             runner.repetition(rep, lineup, drainers)
         runner.sleeps(rep, sleepers)
     profiles, routes = (None, "Not run (`--only`).") if args.only else rest(runner, lineup, args)
+    growth: dict[str, Any] | str = "Not run (`--only`)."
+    if not args.only and not args.skip_growth:
+        print("bench: how cost grows (bench/growth.py)", flush=True)
+        growth = growth_run()
     info = stamp_client().info("server")
     dump: dict[str, Any] = {
         "only": args.only,
@@ -246,6 +262,7 @@ def run(
             "missing": [n for n in env.OPTIONAL if n not in names],
         },
         "profiles": None if profiles is None else dataclasses.asdict(profiles),
+        "growth": growth,
         "console": routes if isinstance(routes, str) else [dataclasses.asdict(r) for r in routes],
         "failures": runner.failures,
         "elapsed": time.monotonic() - started,
@@ -306,6 +323,21 @@ def console_at_scale(reps: int, logs: Path) -> list[Any] | str:
     return [RouteTimes(**r) for r in json.loads(out.read_text())]
 
 
+def growth_run() -> dict[str, Any] | str:
+    """The cost-growth section (``bench/growth.py``, issue 12) on database 8 of this run's
+    Redis; a text when it is missing or failed."""
+    try:
+        from bench import growth
+    except ImportError:
+        return "Not measured: bench/growth.py is not there."
+    try:
+        results: dict[str, Any] = growth.run(url=f"{os.environ['BENCH_REDIS']}/8")
+    except Exception as exc:  # its failure must not sink the report
+        traceback.print_exc()
+        return f"Not measured: bench/growth.py failed ({exc})."
+    return results
+
+
 def render(dump: dict[str, Any], out: Path) -> None:
     """Write the report from the plain numbers of a run (``results.json``)."""
     from bench import docs, report
@@ -329,6 +361,8 @@ def render(dump: dict[str, Any], out: Path) -> None:
         reps=dump["reps"],
         sleep=dump.get("sleep"),
         sleep_results={k: v for k, v in dump["results"].items() if k.startswith("sleep_")},
+        targets=report.targets(dump["results"], labels, report.growth_verdict(dump.get("growth"))),
+        growth=dump.get("growth") or "Not run.",
     )
     if dump.get("only"):
         docs.update(out, ctx, dump["only"])

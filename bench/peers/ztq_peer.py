@@ -19,6 +19,11 @@ def noop(i: int) -> None:
     pass
 
 
+@task(unique=False)
+def noop_any(i: int) -> None:
+    """``noop`` with a random id per call (no dedup: no canonical JSON, no MD5)."""
+
+
 @task
 def stamp(i: int) -> None:
     record_start("ztq", i)
@@ -56,9 +61,18 @@ class ZtqPeer(Peer):
         "threads, `def` that does `time.sleep(0.1)`",
     }
 
-    def __init__(self) -> None:
+    def __init__(self, log_level: str = "", unique: bool = True) -> None:
+        """``log_level``: the workers' ``--log-level`` ('' = the default, INFO); another
+        level makes a variant labelled ``ztq LEVEL``; ``unique=False`` one that enqueues
+        ``noop_any`` (references, not peers)."""
         self.keys = Keys("ztq")
         self._connected = False
+        self.log_level = log_level
+        self.noop = noop if unique else noop_any
+        if log_level:
+            self.label = f"ztq {log_level.upper()}"
+        if not unique:
+            self.label = "ztq unique=False"
 
     def _connect(self) -> None:
         if not self._connected:
@@ -67,7 +81,12 @@ class ZtqPeer(Peer):
 
     def enqueue_noop(self, i: int) -> None:
         self._connect()
-        noop.delay(i)
+        self.noop.delay(i)
+
+    def ids(self, start: int, n: int) -> list[str]:
+        """The ids ``enqueue_bulk(start, n)`` gives its tasks."""
+        template = noop.template()
+        return [template.call((i,), {}).resolve_id() for i in range(start, start + n)]
 
     def enqueue_bulk(self, start: int, n: int) -> None:
         self._connect()
@@ -92,6 +111,8 @@ class ZtqPeer(Peer):
 
     def worker_commands(self, procs: int, *, scheduler: bool = False) -> list[list[str]]:
         cmd = [self.python, "-m", "ztq.worker", "--redis", self.url, "--queue", "default:1"]
+        if self.log_level:
+            cmd += ["--log-level", self.log_level]
         return [[*cmd, "--import", self.module] for _ in range(procs)]
 
     def remaining(self, client: redis.Redis, total: int) -> int:
@@ -128,3 +149,5 @@ class ZtqPeer(Peer):
 
 
 PEER = ZtqPeer()
+AT_WARNING = ZtqPeer(log_level="warning")  # the drain with the per-run INFO line off
+NOT_UNIQUE = ZtqPeer(unique=False)  # one-by-one enqueue without dedup
