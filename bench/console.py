@@ -74,6 +74,43 @@ def heartbeat(i: int, now: float, queues: list[str]) -> str:
     )
 
 
+def fill_queue(
+    pipe: Any, queue: str, queued: int, errors: int, now_ms: int, prefix: str = "ztq"
+) -> None:
+    """Add ``queued`` ready tasks and ``errors`` failed ones to ``queue`` through ``pipe`` (a
+    non-transactional pipeline), in the stored format; executes it every 40 chunks."""
+    k = Keys(prefix)
+    pipe.sadd(k.queues, queue)
+    for start in range(0, queued, CHUNK):
+        ids = [_id(queue, i) for i in range(start, min(queued, start + CHUNK))]
+        meta = {"state": "queued", "enqueued": now_ms}
+        mapping = {tid: _record(meta, start + n) for n, tid in enumerate(ids)}
+        pipe.hset(k.tasks(queue), mapping=mapping)
+        pipe.rpush(k.ready(queue, "normal"), *ids)
+        if len(pipe) >= 40:
+            pipe.execute()
+    for start in range(0, errors, CHUNK):
+        mapping, scores = {}, {}
+        for i in range(start, min(errors, start + CHUNK)):
+            tid, failed = _id(f"err-{queue}", i), now_ms - (errors - i) * 1000
+            meta = {
+                "state": "error",
+                "enqueued": failed - 500,
+                "attempts": 1,
+                "started": failed - 100,
+                "ended": failed,
+                "failed": failed,
+                "error": ERROR_KINDS[i % len(ERROR_KINDS)],
+                "traceback": TRACEBACK,
+                "failed_worker": f"bench-host-{i % 10}.{1000 + i % 100}",
+            }
+            mapping[tid], scores[tid] = _record(meta, i), failed
+        pipe.hset(k.tasks(queue), mapping=mapping)
+        pipe.zadd(k.errors(queue), scores)
+        if len(pipe) >= 40:
+            pipe.execute()
+
+
 def fill(client: Any, workers: int = 100, prefix: str = "ztq") -> dict[str, int]:
     """Write the point-7 data set; returns what was written.
 
@@ -82,37 +119,8 @@ def fill(client: Any, workers: int = 100, prefix: str = "ztq") -> dict[str, int]
     k = Keys(prefix)
     now_ms = int(time.time() * 1000)
     pipe = client.pipeline(transaction=False)
-    for queue, count in QUEUES.items():
-        pipe.sadd(k.queues, queue)
-        for start in range(0, count, CHUNK):
-            ids = [_id(queue, i) for i in range(start, min(count, start + CHUNK))]
-            meta = {"state": "queued", "enqueued": now_ms}
-            mapping = {tid: _record(meta, start + n) for n, tid in enumerate(ids)}
-            pipe.hset(k.tasks(queue), mapping=mapping)
-            pipe.rpush(k.ready(queue, "normal"), *ids)
-            if len(pipe) >= 40:
-                pipe.execute()
-    for queue, count in ERRORS.items():
-        for start in range(0, count, CHUNK):
-            mapping, scores = {}, {}
-            for i in range(start, min(count, start + CHUNK)):
-                tid, failed = _id(f"err-{queue}", i), now_ms - (count - i) * 1000
-                meta = {
-                    "state": "error",
-                    "enqueued": failed - 500,
-                    "attempts": 1,
-                    "started": failed - 100,
-                    "ended": failed,
-                    "failed": failed,
-                    "error": ERROR_KINDS[i % len(ERROR_KINDS)],
-                    "traceback": TRACEBACK,
-                    "failed_worker": f"bench-host-{i % 10}.{1000 + i % 100}",
-                }
-                mapping[tid], scores[tid] = _record(meta, i), failed
-            pipe.hset(k.tasks(queue), mapping=mapping)
-            pipe.zadd(k.errors(queue), scores)
-            if len(pipe) >= 40:
-                pipe.execute()
+    for queue in QUEUES:
+        fill_queue(pipe, queue, QUEUES[queue], ERRORS.get(queue, 0), now_ms, prefix)
     for queue in QUEUES:
         for i in range(10_000):
             pipe.xadd(
@@ -165,21 +173,28 @@ class RouteTimes:
         return percentile(self.ms, 99)
 
 
-def paths(client: Any, prefix: str = "ztq") -> list[str]:
+def paths(client: Any, prefix: str = "ztq", queue: str = "default") -> list[str]:
+    """The GET routes timed: every page and API of the console, a task from the middle of
+    ``queue``'s ready list and its oldest error (when it has them)."""
     k = Keys(prefix)
     worker = sorted(client.hkeys(k.workers))[0]
-    task = client.lindex(k.ready("default", "normal"), 500_000)
-    error = client.zrange(k.errors("default"), 0, 0)[0]
+    ready = k.ready(queue, "normal")
+    task = client.lindex(ready, min(500_000, client.llen(ready) // 2))
+    error = next(iter(client.zrange(k.errors(queue), 0, 0)), None)
+    tasks = [f"/tasks/{task}", f"/api/tasks/{task}"] if task else []
     return [
-        "/workers", f"/workers/{worker}", "/queues", "/queues/default", "/errors",
+        "/workers", f"/workers/{worker}", "/queues", f"/queues/{queue}", "/errors",
         "/errors/groups", "/running", "/scheduled", "/history", "/log", "/audit",
-        f"/tasks/{task}", f"/tasks/{error}?queue=default", "/search?q=user77%40example.org",
-        "/search?state=error", "/api/workers", "/api/queues", "/api/errors", "/api/history",
-        "/api/running", "/api/scheduled", "/api/log", f"/api/tasks/{task}", "/metrics",
+        *tasks[:1], *([f"/tasks/{error}?queue={queue}"] if error else []),
+        "/search?q=user77%40example.org", "/search?state=error", "/api/workers", "/api/queues",
+        "/api/errors", "/api/history", "/api/running", "/api/scheduled", "/api/log",
+        *tasks[1:], "/metrics",
     ]  # fmt: skip
 
 
-def time_routes(url: str, reps: int, workers: int = 100) -> list[RouteTimes]:
+def time_routes(
+    url: str, reps: int, workers: int = 100, queue: str = "default"
+) -> list[RouteTimes]:
     """Build the console app on ``url``, log in, GET every route ``reps`` times."""
     from webtest import TestApp
 
@@ -207,7 +222,7 @@ def time_routes(url: str, reps: int, workers: int = 100) -> list[RouteTimes]:
     thread.start()
     out = []
     try:
-        for path in paths(client):
+        for path in paths(client, queue=queue):
             try:
                 res = app.get(path, expect_errors=True)  # warm: templates compiled
             except Exception as exc:  # the console is young: report the route, go on
