@@ -180,6 +180,7 @@ def queue_stats(
             for p in PRIORITIES:
                 pipe.llen(k.ready(q, p))
                 pipe.lindex(k.ready(q, p), 0)
+            pipe.hmget(k.tasks(q), LEFTOVER_COUNTS)
             pipe.zcard(k.delayed(q))
             pipe.zcard(k.running(q))
             pipe.zcard(k.errors(q))
@@ -198,11 +199,14 @@ def queue_stats(
         for p in PRIORITIES:
             ready[str(p)] = int(next(replies))
             head = next(replies)
-            if head is not None:
-                heads.append((q, head))
+            if head is not None:  # a leftover at the head: its record says so (below)
+                heads.append((q, entry_id(head)))
+        left = dict(zip(LISTS, (int(n or 0) for n in next(replies)), strict=True))
+        ready = {p: n - left[p] for p, n in ready.items()}
         delayed, running, errors, paused = (int(next(replies)) for _ in range(4))
         first, last = next(replies), next(replies)
-        overflow, limits = int(next(replies)), QueueLimits.from_hash(next(replies))
+        overflow = int(next(replies)) - left["overflow"]
+        limits = QueueLimits.from_hash(next(replies))
         chart, window = [], timings.Slot(0)
         for minute in span:
             slot = timings.parse(minute * 60, next(replies))
@@ -213,7 +217,7 @@ def queue_stats(
                               chart, window, [], overflow, limits))  # fmt: skip
     by_name = {s.name: s for s in out}
     for (q, _), rec in zip(heads, fetch_records(storage, heads), strict=True):
-        enq = rec.get("enqueued") if rec else None
+        enq = rec.get("enqueued") if rec and rec.state.value == "queued" else None
         if isinstance(enq, (int, float)):
             cur = by_name[q].head_enqueued
             by_name[q].head_enqueued = int(enq) if cur is None else min(cur, int(enq))
@@ -231,22 +235,62 @@ def pressure_totals(storage: Storage, queues: Sequence[str]) -> dict[str, tuple[
     return {q: (int(r[0] or 0), int(r[1] or 0)) for q, r in zip(queues, replies, strict=True)}
 
 
-def pending_page(storage: Storage, queue: str, offset: int, limit: int) -> Page:
+# The lists a queue's waiting tasks are in, in run order, and the fields of its tasks hash
+# that count each list's leftovers: entries of deleted or moved tasks left in place (no LREM)
+# and marked ``#<list>:<entry>``; a fetch or a purge drops them (see _lib.lua, docs/design.md).
+LISTS = (*map(str, PRIORITIES), "overflow")
+LEFTOVER_COUNTS = [f"#{name}" for name in LISTS]
+
+
+def entry_id(entry: str) -> str:
+    """The task id of a list entry: ``<id>`` or ``<id>#<n>`` (an id pushed where a leftover
+    of it was still waiting)."""
+    return entry.partition("#")[0]
+
+
+def pending_page(
+    storage: Storage, queue: str, offset: int, limit: int, *, budget: int = 1000
+) -> Page:
     """Tasks waiting in one queue, in run order: the ready lists (high, normal, low; FIFO
     within a level), then the overflow buffer (priority "overflow": they enter the ready
-    lists in this order as the queue drains)."""
+    lists in this order as the queue drains).
+
+    ``offset`` and ``next`` count list entries, leftovers included, and so does a row's
+    ``position`` (leftovers ahead of a task are dropped by the next fetch that meets them);
+    ``total`` counts tasks. Leftovers are skipped: a page reads at most ``limit + budget``
+    entries, so a run of them makes a page ``partial`` (with a ``next``), never slow."""
     k = storage.keys
     limit, offset = clamp(limit), max(0, int(offset))
-    lists = [(str(p), k.ready(queue, p)) for p in PRIORITIES] + [("overflow", k.overflow(queue))]
+    keys = [k.ready(queue, p) for p in PRIORITIES] + [k.overflow(queue)]
     with storage.guard():
         pipe = storage.client.pipeline(transaction=False)
-        for _, key in lists:
+        for key in keys:
             pipe.llen(key)
-        counts = [int(n) for n in pipe.execute()]
-        plan: list[tuple[str, int]] = []
-        start, want = offset, limit
+        pipe.hmget(k.tasks(queue), LEFTOVER_COUNTS)
+        *lengths, left = pipe.execute()
+    counts = [int(n) for n in lengths]
+    marked = {name for name, n in zip(LISTS, left, strict=True) if int(n or 0) > 0}
+    rows: list[Row] = []
+    position, scanned = offset, 0
+    while len(rows) < limit and scanned < limit + budget and position < sum(counts):
+        window = _entries(storage, keys, counts, position, min(limit - len(rows), 500))
+        position += len(window)
+        scanned += len(window)
+        rows += _live(storage, queue, window, marked)
+    nxt = str(position) if position < sum(counts) else None
+    return Page(rows, nxt, scanned, partial=nxt is not None and len(rows) < limit,
+                total=sum(counts) - sum(int(n or 0) for n in left))  # fmt: skip
+
+
+def _entries(
+    storage: Storage, keys: list[str], counts: list[int], start: int, want: int
+) -> list[tuple[str, int, str]]:
+    """(list, position, entry) of ``want`` entries from ``start``, across the lists in order."""
+    plan: list[tuple[str, int]] = []
+    first = start
+    with storage.guard():
         pipe = storage.client.pipeline(transaction=False)
-        for (name, key), n in zip(lists, counts, strict=True):
+        for name, key, n in zip(LISTS, keys, counts, strict=True):
             if want <= 0:
                 break
             if start >= n:
@@ -254,25 +298,40 @@ def pending_page(storage: Storage, queue: str, offset: int, limit: int) -> Page:
                 continue
             take = min(want, n - start)
             pipe.lrange(key, start, start + take - 1)
-            plan.append((name, start))
+            plan.append((name, take))
             want -= take
             start = 0
         windows = pipe.execute() if plan else []
-    pairs: list[tuple[str, str]] = []
-    meta: list[tuple[str, int]] = []
-    position = offset
-    for (prio, _), ids in zip(plan, windows, strict=True):
-        for i in ids:
-            pairs.append((queue, i))
-            meta.append((prio, position))
-            position += 1
-    rows = [
-        Row(queue, i, rec, position=pos, priority=prio)
-        for (_, i), rec, (prio, pos) in zip(pairs, fetch_records(storage, pairs), meta, strict=True)
-    ]
-    total = sum(counts)
-    nxt = str(offset + limit) if offset + limit < total else None
-    return Page(rows, nxt, len(rows), total=total)
+    out: list[tuple[str, int, str]] = []
+    for (name, _), entries in zip(plan, windows, strict=True):
+        out += [(name, first + len(out) + n, entry) for n, entry in enumerate(entries)]
+    return out
+
+
+def _live(
+    storage: Storage, queue: str, window: list[tuple[str, int, str]], marked: set[str]
+) -> list[Row]:
+    """The rows of the entries that are live (what a fetch would take: see ``popped`` in
+    _lib.lua): not marked as leftovers, and the entry of a record waiting in that list."""
+    if not window:
+        return []
+    ids = [entry_id(entry) for _, _, entry in window]
+    marks = [f"#{name}:{entry}" for name, _, entry in window]
+    with storage.guard():
+        pipe = storage.client.pipeline(transaction=False)
+        pipe.hmget(storage.keys.tasks(queue), ids)
+        pipe.hmget(storage.keys.tasks(queue), marks if marked else ["#"])
+        raws, flags = pipe.execute()
+    rows = []
+    for n, ((name, pos, entry), i, raw) in enumerate(zip(window, ids, raws, strict=True)):
+        if raw is None or (marked and flags[n] is not None):
+            continue
+        rec = TaskRecord.from_raw(queue, i, raw)
+        want = "overflow" if name == "overflow" else "queued"
+        same_list = name == "overflow" or rec.priority == name
+        if rec.state.value == want and same_list and (rec.get("entry") or i) == entry:
+            rows.append(Row(queue, i, rec, position=pos, priority=name))
+    return rows
 
 
 # -- listings merged across queues ----------------------------------------------------------
@@ -488,6 +547,8 @@ def search(
         with storage.guard():
             hc, batch = storage.client.hscan(storage.keys.tasks(q), hc, count=100)
         for i, raw in batch.items():
+            if i.startswith("#"):  # the ready lists' leftover marks (pending_page)
+                continue
             scanned += 1
             rec = TaskRecord.from_raw(q, i, raw)
             if match(rec):

@@ -357,14 +357,17 @@ class Storage:
             return bool(self.client.exists(self.keys.paused(queue)))
 
     def pending_count(self, queue: str) -> int:
-        """Ready (all levels) plus delayed tasks of a queue, in one round trip."""
+        """Ready (all levels) plus delayed tasks of a queue, in one round trip (the ready
+        lists' leftovers, counted in the tasks hash, are not tasks: see _lib.lua)."""
         k = self.keys
         with self.guard():
             pipe = self.client.pipeline(transaction=False)
             for key in k.ready_all(queue):
                 pipe.llen(key)
             pipe.zcard(k.delayed(queue))
-            return sum(int(n) for n in pipe.execute())
+            pipe.hmget(k.tasks(queue), [f"#{p.value}" for p in Priority])
+            *counts, left = pipe.execute()
+            return sum(int(n) for n in counts) - sum(int(n or 0) for n in left)
 
     # -- enqueue -----------------------------------------------------------------------------
     def enqueue_op(self, queue: str, entries: Sequence[EnqueueEntry]) -> Op:

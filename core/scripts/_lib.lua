@@ -46,10 +46,90 @@ local function slot_freed(config, wake_key, ready)
   end
 end
 
--- The tasks waiting in a queue's ready lists: what a queue's `max_pending` bounds.
-local function pending(ready)
-  return redis.call('LLEN', ready.high) + redis.call('LLEN', ready.normal)
+-- Leftovers (docs/design.md, "Deleting a waiting task"). Deleting a queued or buffered
+-- task, or moving it to the head (`first`), leaves its entry where it is in its list
+-- (taking it out would be an LREM: a scan of the whole list) and marks it as a leftover in
+-- the queue's tasks hash, under fields no task id can spell ('#' is not allowed in one):
+-- `#<list>:<entry>` marks the entry, `#<list>` counts the list's marks (<list>: high,
+-- normal, low, overflow). A fetch or a purge that pops a marked entry drops it and its
+-- mark. An id pushed to a list where a leftover of it still waits gets the entry
+-- `<id>#<n>` (the first n not marked there; the record keeps it as `entry`), so an entry
+-- is a leftover exactly when it is marked: the live entry keeps its place (FIFO exact) and
+-- a list holds LLEN - `#<list>` tasks (counts exact).
+local function level_of(prio)
+  if prio == 'high' or prio == 'low' then return prio end
+  return 'normal'
+end
+
+-- The entry to push for `id` into `list`; the record (`meta`, saved by the caller) keeps it
+-- when it is not the id itself.
+local function entry_for(tasks, list, id, meta)
+  local entry, n = id, 0
+  while redis.call('HEXISTS', tasks, '#' .. list .. ':' .. entry) == 1 do
+    n = n + 1
+    entry = id .. '#' .. n
+  end
+  meta.entry = n > 0 and entry or nil
+  return entry
+end
+
+-- Save a record and push its entry to the head or the tail of a list.
+local function push_entry(tasks, key, list, id, meta, payload, head)
+  local entry = entry_for(tasks, list, id, meta)
+  save(tasks, id, meta, payload)
+  redis.call(head and 'LPUSH' or 'RPUSH', key, entry)
+end
+
+-- ... of the ready list of its priority (ready: {high=KEY, normal=KEY, low=KEY})
+local function push_ready(tasks, ready, id, meta, payload, head)
+  local level = level_of(meta.prio)
+  push_entry(tasks, ready[level], level, id, meta, payload, head)
+end
+
+-- The task left `list` (deleted, moved) with its entry still in it: mark the entry.
+local function leave(tasks, list, id, meta)
+  redis.call('HSET', tasks, '#' .. list .. ':' .. (meta.entry or id), '1')
+  redis.call('HINCRBY', tasks, '#' .. list, 1)
+  meta.entry = nil
+end
+
+-- An entry popped off the head of `list`: the task it stands for (id, meta, payload) when
+-- it is live, that is its record is in state `want` in this list and the entry is its own;
+-- else nil (a leftover: its mark is dropped). `marked`: the list may hold leftovers (its
+-- `#<list>` count was read), else no mark is looked for.
+local function popped(tasks, list, entry, want, marked)
+  if marked and redis.call('HDEL', tasks, '#' .. list .. ':' .. entry) == 1 then
+    if redis.call('HINCRBY', tasks, '#' .. list, -1) <= 0 then
+      redis.call('HDEL', tasks, '#' .. list)
+    end
+    return nil
+  end
+  local hash = string.find(entry, '#', 1, true)
+  local id = hash and string.sub(entry, 1, hash - 1) or entry
+  local meta, payload = load(tasks, id)
+  if meta and meta.state == want and (meta.entry or id) == entry
+      and (want == 'overflow' or level_of(meta.prio) == list) then
+    meta.entry = nil
+    return id, meta, payload
+  end
+  return nil  -- an entry no mark accounts for (a record gone by other means): dropped
+end
+
+-- The tasks waiting in a queue's ready lists: what a queue's `max_pending` bounds. Without
+-- `tasks` the leftovers are counted too (an upper bound).
+local function pending(ready, tasks)
+  local n = redis.call('LLEN', ready.high) + redis.call('LLEN', ready.normal)
     + redis.call('LLEN', ready.low)
+  if tasks then
+    local left = redis.call('HMGET', tasks, '#high', '#normal', '#low')
+    n = n - (tonumber(left[1]) or 0) - (tonumber(left[2]) or 0) - (tonumber(left[3]) or 0)
+  end
+  return n
+end
+
+-- The tasks in a queue's overflow buffer, leftovers not counted.
+local function buffered(tasks, overflow)
+  return redis.call('LLEN', overflow) - (tonumber(redis.call('HGET', tasks, '#overflow')) or 0)
 end
 
 -- Room may have been made in a queue with a `max_pending` (a fetch took tasks, a delete or a
@@ -61,17 +141,17 @@ end
 -- q: {tasks=, ready={...}, overflow=, room=, wake=}; limit: max_pending (nil: none).
 -- Returns how many tasks moved.
 local function room_made(q, limit, when_full, made, most)
-  local waiting = pending(q.ready)
+  local waiting = pending(q.ready, q.tasks)
   local free = limit and (limit - waiting) or most
   local moved = 0
+  local marked = free > 0 and redis.call('HEXISTS', q.tasks, '#overflow') == 1
   while moved < math.min(free, most) do
-    local id = redis.call('LPOP', q.overflow)
-    if not id then break end
-    local meta, payload = load(q.tasks, id)
-    if meta and meta.state == 'overflow' then  -- anything else is a leftover: drop it
+    local entry = redis.call('LPOP', q.overflow)
+    if not entry then break end
+    local id, meta, payload = popped(q.tasks, 'overflow', entry, 'overflow', marked)
+    if id then  -- anything else is a leftover: dropped
       meta.state = 'queued'
-      save(q.tasks, id, meta, payload)
-      redis.call('RPUSH', ready_list(q.ready, meta.prio), id)
+      push_ready(q.tasks, q.ready, id, meta, payload, false)
       moved = moved + 1
     end
   end

@@ -8,7 +8,7 @@
 -- Returns: how many buffered tasks moved into the ready lists.
 local ready = {high = KEYS[3], normal = KEYS[4], low = KEYS[5]}
 local before = tonumber(redis.call('HGET', KEYS[1], 'max_pending'))
-local was_full = before ~= nil and pending(ready) >= before  -- producers may be blocked
+local was_full = before ~= nil and pending(ready, KEYS[6]) >= before  -- producers blocked?
 for i = 1, #ARGV, 2 do
   if ARGV[i + 1] == '' then
     redis.call('HDEL', KEYS[1], ARGV[i])
@@ -23,5 +23,5 @@ if not cfg[1] and was_full then  -- no limit any more: free every blocked produc
   for _ = 1, 16 do wake(KEYS[8]) end
   redis.call('PEXPIRE', KEYS[8], 2000)
 end
-if pending(ready) > 0 then wake(KEYS[2]) end
+if pending(ready, KEYS[6]) > 0 then wake(KEYS[2]) end
 return moved

@@ -27,8 +27,8 @@ end
 
 local function full()
   if not limit then return false end
-  waiting = waiting or pending(ready)
-  return waiting >= limit or (when_full == 'buffer' and redis.call('LLEN', KEYS[12]) > 0)
+  waiting = waiting or pending(ready, KEYS[1])
+  return waiting >= limit or (when_full == 'buffer' and buffered(KEYS[1], KEYS[12]) > 0)
 end
 
 local function readied()
@@ -47,10 +47,11 @@ local function enqueue(id, payload, prio, delay, first, cron_name, cron_tick)
     local state = meta.state
     if state == 'queued' or state == 'delayed' or state == 'overflow' then
       if not first then return 'exists' end
+      -- the old entry stays where it is, marked as a leftover (no LREM: see _lib.lua)
       if state == 'queued' then
-        redis.call('LREM', ready_list(ready, meta.prio), 1, id)
+        leave(KEYS[1], level_of(meta.prio), id, meta)
       elseif state == 'overflow' then
-        redis.call('LREM', KEYS[12], 1, id)
+        leave(KEYS[1], 'overflow', id, meta)
         readied()
       else
         redis.call('ZREM', KEYS[5], id)
@@ -58,8 +59,7 @@ local function enqueue(id, payload, prio, delay, first, cron_name, cron_tick)
         readied()
       end
       meta.state, meta.prio = 'queued', prio
-      save(KEYS[1], id, meta, payload)
-      redis.call('LPUSH', ready_list(ready, prio), id)
+      push_ready(KEYS[1], ready, id, meta, payload, true)
       wake(KEYS[8])
       return 'moved'
     elseif state == 'running' then
@@ -90,18 +90,12 @@ local function enqueue(id, payload, prio, delay, first, cron_name, cron_tick)
   end
   if limited then
     meta.state = 'overflow'
-    save(KEYS[1], id, meta, payload)
-    redis.call('RPUSH', KEYS[12], id)
+    push_entry(KEYS[1], KEYS[12], 'overflow', id, meta, payload, false)
     redis.call('HINCRBY', KEYS[13], 'overflowed', 1)
     return 'overflow'
   end
-  save(KEYS[1], id, meta, payload)
   readied()
-  if first then
-    redis.call('LPUSH', ready_list(ready, prio), id)
-  else
-    redis.call('RPUSH', ready_list(ready, prio), id)
-  end
+  push_ready(KEYS[1], ready, id, meta, payload, first)
   wake(KEYS[8])
   return 'added'
 end

@@ -42,8 +42,7 @@ clear_run(meta)
 if rerun then
   meta.state, meta.enqueued = 'queued', now
   new_series(meta)
-  save(KEYS[1], id, meta, payload)
-  redis.call('RPUSH', ready_list(ready, meta.prio), id)
+  push_ready(KEYS[1], ready, id, meta, payload, false)
   wake(KEYS[11])
   return 'rerun'
 end

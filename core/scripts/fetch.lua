@@ -20,15 +20,14 @@ if cap then
 end
 local now = now_ms()
 local taken = {}
-for i = 2, 4 do
+local left = redis.call('HMGET', KEYS[1], '#high', '#normal', '#low')  -- leftovers, _lib.lua
+for i, level in ipairs({'high', 'normal', 'low'}) do
   while #taken < limit do
-    local id = redis.call('LPOP', KEYS[i])
-    if not id then break end
-    local meta, payload = load(KEYS[1], id)
-    -- an id whose record is gone or not queued any more is a leftover: drop it
-    if meta and meta.state == 'queued' then
-      taken[#taken + 1] = {id, meta, payload}
-    end
+    local entry = redis.call('LPOP', KEYS[i + 1])
+    if not entry then break end
+    -- a leftover (a deleted or moved task's old entry) is dropped with its mark
+    local id, meta, payload = popped(KEYS[1], level, entry, 'queued', left[i] ~= false)
+    if id then taken[#taken + 1] = {id, meta, payload} end
   end
 end
 -- the queue drained by #taken: fill it from its overflow buffer, free blocked producers

@@ -12,8 +12,7 @@ for _, id in ipairs(due) do
   local meta, payload = load(KEYS[1], id)
   if meta and meta.state == 'delayed' then
     meta.state = 'queued'  -- `due` stays: the waiting time counts from it (_lib.lua)
-    save(KEYS[1], id, meta, payload)
-    redis.call('RPUSH', ready_list(ready, meta.prio), id)
+    push_ready(KEYS[1], ready, id, meta, payload, false)
     moved = moved + 1
   end
 end

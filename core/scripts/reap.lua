@@ -25,11 +25,11 @@ for _, id in ipairs(expired) do
       out[#out + 1], out[#out + 2], out[#out + 3] = id, worker, 'error'
     else
       meta.state = 'queued'
-      redis.call('LPUSH', ready_list(ready, meta.prio), id)
+      push_ready(KEYS[1], ready, id, meta, payload, true)
       back = back + 1
       out[#out + 1], out[#out + 2], out[#out + 3] = id, worker, 'ready'
     end
-    save(KEYS[1], id, meta, payload)
+    if meta.state == 'error' then save(KEYS[1], id, meta, payload) end
   end
 end
 -- tasks back in ready wake an idle worker; a slot freed under a running limit does too

@@ -14,8 +14,7 @@ for i = #ARGV - 1, 2, -2 do
     redis.call('ZREM', KEYS[2], id)
     clear_run(meta)
     meta.state = 'queued'
-    save(KEYS[1], id, meta, payload)
-    redis.call('LPUSH', ready_list(ready, meta.prio), id)
+    push_ready(KEYS[1], ready, id, meta, payload, true)
     back = back + 1
   end
 end

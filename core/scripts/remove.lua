@@ -21,10 +21,11 @@ if mode == 'ids' or mode == 'cancel' then
     if meta and meta.state ~= 'running' and
         (mode == 'ids' or meta.state == 'queued' or meta.state == 'delayed'
          or meta.state == 'overflow') then
+      -- a waiting task's entry stays in its list, marked as a leftover (no LREM: _lib.lua)
       if meta.state == 'queued' then
-        redis.call('LREM', ready_list(ready, meta.prio), 1, id)
+        leave(KEYS[1], level_of(meta.prio), id, meta)
         unready = unready + 1
-      elseif meta.state == 'overflow' then redis.call('LREM', KEYS[9], 1, id)
+      elseif meta.state == 'overflow' then leave(KEYS[1], 'overflow', id, meta)
       elseif meta.state == 'delayed' then redis.call('ZREM', KEYS[5], id)
       elseif meta.state == 'error' then redis.call('ZREM', KEYS[6], id)
       elseif meta.state == 'done' then redis.call('ZREM', KEYS[7], id) end
@@ -33,15 +34,17 @@ if mode == 'ids' or mode == 'cancel' then
     end
   end
 elseif mode == 'ready' then
-  for _, list in ipairs({ready.high, ready.normal, ready.low, KEYS[9]}) do
-    local want = list == KEYS[9] and 'overflow' or 'queued'
+  for _, name in ipairs({'high', 'normal', 'low', 'overflow'}) do
+    local list = name == 'overflow' and KEYS[9] or ready[name]
+    local want = name == 'overflow' and 'overflow' or 'queued'
+    local marked = redis.call('HEXISTS', KEYS[1], '#' .. name) == 1
     while taken < limit do
-      local id = redis.call('LPOP', list)
-      if not id then break end
-      taken = taken + 1
-      if want == 'queued' then unready = unready + 1 end
-      local meta = load(KEYS[1], id)
-      if meta and meta.state == want then
+      local entry = redis.call('LPOP', list)
+      if not entry then break end
+      taken = taken + 1  -- leftovers included: a purge loops until nothing is taken
+      local id = popped(KEYS[1], name, entry, want, marked)
+      if id then
+        if want == 'queued' then unready = unready + 1 end
         redis.call('HDEL', KEYS[1], id)
         deleted = deleted + 1
       end

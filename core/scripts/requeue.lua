@@ -24,8 +24,7 @@ for _, id in ipairs(ids) do
       meta.error, meta.traceback, meta.failed = nil, nil, nil
       meta.redone = (meta.redone or 0) + 1
     end
-    save(KEYS[1], id, meta, payload)
-    redis.call('RPUSH', ready_list(ready, meta.prio), id)
+    push_ready(KEYS[1], ready, id, meta, payload, false)
     moved = moved + 1
   end
 end

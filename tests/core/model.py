@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 LEVELS = ("high", "normal", "low")
+LISTS = (*LEVELS, "overflow")  # the lists a waiting task's entry is in
 
 
 @dataclass
@@ -29,6 +30,7 @@ class Rec:
     lost: int = 0
     progress: str | None = None
     result: str | None = None
+    entry: str | None = None  # its list entry when not the id itself (``<id>#<n>``)
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,10 @@ class Lease:
 @dataclass
 class Model:
     recs: dict[str, Rec] = field(default_factory=dict)
+    # the lists as Redis holds them: entries, leftovers included (see ``marks``)
     ready: dict[str, list[str]] = field(default_factory=lambda: {lv: [] for lv in LEVELS})
+    # per list (a level or "overflow"): the entries left behind by a delete or a move
+    marks: dict[str, set[str]] = field(default_factory=lambda: {n: set() for n in LISTS})
     paused: bool = False
     max_running: int | None = None  # the queue's limit on leases at once (configure_queue)
     max_pending: int | None = None  # the queue's limit on ready tasks (configure_queue)
@@ -73,9 +78,40 @@ class Model:
         )
 
     def _unready(self, task_id: str) -> None:
-        for level in LEVELS:
-            if task_id in self.ready[level]:
-                self.ready[level].remove(task_id)
+        """A waiting task leaves its list (deleted, moved): its entry stays, marked."""
+        rec = self.recs[task_id]
+        if rec.state in ("queued", "overflow"):
+            name = rec.prio if rec.state == "queued" else "overflow"
+            self.marks[name].add(rec.entry or task_id)
+            rec.entry = None
+
+    def _push(self, name: str, task_id: str, rec: Rec, head: bool) -> None:
+        """Push the task's entry: the id, or ``<id>#<n>`` where a leftover of it waits."""
+        entry, n = task_id, 0
+        while entry in self.marks[name]:
+            n += 1
+            entry = f"{task_id}#{n}"
+        rec.entry = entry if n else None
+        lst = self.overflow if name == "overflow" else self.ready[name]
+        lst.insert(0, entry) if head else lst.append(entry)
+
+    def _pop(self, name: str, want: str) -> str | None:
+        """Pop the head entry of a list: the id of a live one, None for a leftover."""
+        lst = self.overflow if name == "overflow" else self.ready[name]
+        entry = lst.pop(0)
+        if entry in self.marks[name]:
+            self.marks[name].discard(entry)
+            return None
+        task_id = entry.partition("#")[0]
+        rec = self.recs[task_id]  # an entry that is not marked is its task's, always
+        assert rec.state == want and (rec.entry or task_id) == entry, (name, entry, rec)
+        rec.entry = None
+        return task_id
+
+    def live(self, name: str) -> list[str]:
+        """The ids waiting in a list, in order (its entries less the leftovers)."""
+        lst = self.overflow if name == "overflow" else self.ready[name]
+        return [e.partition("#")[0] for e in lst if e not in self.marks[name]]
 
     def _end_run(self, rec: Rec) -> bool:
         """A run ended: nothing of it stays. Returns whether a rerun was asked for meanwhile."""
@@ -89,14 +125,10 @@ class Model:
 
     def _to_ready(self, task_id: str, rec: Rec, head: bool) -> None:
         rec.state, rec.due, rec.rerun = "queued", None, False
-        lst = self.ready[rec.prio]
-        if head:
-            lst.insert(0, task_id)
-        else:
-            lst.append(task_id)
+        self._push(rec.prio, task_id, rec, head)
 
     def pending(self) -> int:
-        return sum(len(ids) for ids in self.ready.values())
+        return sum(len(self.live(level)) for level in LEVELS)
 
     def full(self) -> bool:
         """A new task for now finds no room (with a buffer that holds tasks, none either:
@@ -104,7 +136,7 @@ class Model:
         if self.max_pending is None:
             return False
         return self.pending() >= self.max_pending or (
-            self.when_full == "buffer" and bool(self.overflow)
+            self.when_full == "buffer" and bool(self.live("overflow"))
         )
 
     def room_made(self, most: int = 1000) -> int:
@@ -112,9 +144,10 @@ class Model:
         free = most if self.max_pending is None else self.max_pending - self.pending()
         moved = 0
         while self.overflow and moved < min(free, most):
-            task_id = self.overflow.pop(0)
-            self._to_ready(task_id, self.recs[task_id], head=False)
-            moved += 1
+            task_id = self._pop("overflow", "overflow")
+            if task_id is not None:
+                self._to_ready(task_id, self.recs[task_id], head=False)
+                moved += 1
         return moved
 
     def configure(self, **changes: object) -> int:
@@ -152,8 +185,6 @@ class Model:
             if not first:
                 return "exists"
             self._unready(task_id)
-            if task_id in self.overflow:
-                self.overflow.remove(task_id)
             rec.prio = prio
             self._to_ready(task_id, rec, head=True)
             return "moved"
@@ -171,7 +202,7 @@ class Model:
             self.stamped.append(("delayed", task_id))
         elif limited:
             rec.state = "overflow"
-            self.overflow.append(task_id)
+            self._push("overflow", task_id, rec, head=False)
             self.overflowed += 1
             return "overflow"
         else:
@@ -190,7 +221,9 @@ class Model:
         for level in LEVELS:
             lst = self.ready[level]
             while lst and len(out) < limit:
-                task_id = lst.pop(0)
+                task_id = self._pop(level, "queued")
+                if task_id is None:
+                    continue
                 rec = self.recs[task_id]
                 self.counter += 1
                 rec.state, rec.fence = "running", self.counter
@@ -329,8 +362,6 @@ class Model:
                 continue
             unready += rec.state == "queued"
             self._unready(task_id)
-            if rec.state == "overflow":
-                self.overflow.remove(task_id)
             del self.recs[task_id]
             deleted += 1
         if unready:
@@ -338,19 +369,25 @@ class Model:
         return deleted, len(ids)
 
     def purge(self, what: str, limit: int) -> tuple[int, int]:
-        unready = 0
-        if what == "ready":  # the ready lists, then the buffer
+        unready = popped = 0
+        if what == "ready":  # the ready lists, then the buffer; leftovers count as taken
             taken: list[str] = []
-            for lst in (*self.ready.values(), self.overflow):
-                while lst and len(taken) < limit:
-                    taken.append(lst.pop(0))
-                    unready += lst is not self.overflow
+            for name in LISTS:
+                lst = self.overflow if name == "overflow" else self.ready[name]
+                while lst and popped < limit:
+                    popped += 1
+                    task_id = self._pop(name, "overflow" if name == "overflow" else "queued")
+                    if task_id is not None:
+                        taken.append(task_id)
+                        unready += name != "overflow"
         elif what == "delayed":
             taken = self.delayed()[:limit]
+            popped = len(taken)
         else:
             taken = self.errors_oldest(limit)
+            popped = len(taken)
         for task_id in taken:
             del self.recs[task_id]
         if unready:
             self.room_made()
-        return len(taken), len(taken)
+        return len(taken), popped

@@ -9,7 +9,11 @@ docs/design.md:
 1. each task id is in exactly one place (a ready list once, delayed, running, errors, done),
    and that place agrees with the state in its record; no list or set holds an id without
    a record;
-2. the ready lists equal the model's, in order (FIFO within a level, priorities apart);
+2. the ready lists equal the model's, in order (FIFO within a level, priorities apart),
+   entry for entry: the entries a delete or a move left behind (leftovers, not taken out:
+   O(1)) are where the model says, each marked once and counted per list; an id pushed
+   where its leftover waits has an entry of its own (``<id>#<n>``), so the live entries,
+   the ones a fetch takes, keep the model's exact order;
 3. delayed / running / errors / done hold exactly the model's ids, with the model's due
    times;
 4. no two live leases: of all leases ever handed out for an id, at most one passes the
@@ -55,7 +59,7 @@ from hypothesis.stateful import (
 )
 
 import ztq.core as ztq
-from tests.core.model import LEVELS, Lease, Model
+from tests.core.model import LEVELS, LISTS, Lease, Model
 from ztq.core import monitor
 from ztq.core.storage import EnqueueEntry, Finished, Storage
 
@@ -400,7 +404,7 @@ class QueueMachine(RuleBasedStateMachine):
         self.step(f"{move}:{got[0] if isinstance(got, tuple) else got}")
 
     def has_buffered(self) -> bool:
-        return bool(self.model.overflow)
+        return bool(self.model.live("overflow"))
 
     @precondition(has_buffered)
     @rule(
@@ -414,7 +418,7 @@ class QueueMachine(RuleBasedStateMachine):
         or a buffered task is asked to run first (it jumps the queue, full or not)."""
         st_, model = self.storage, self.model
         if move == "first":
-            task_id = data.draw(st.sampled_from(model.overflow), label="buffered")
+            task_id = data.draw(st.sampled_from(model.live("overflow")), label="buffered")
             self.enqueue([(task_id, "high", "now", True, None)])
             return
         if move == "purge":
@@ -444,7 +448,12 @@ class QueueMachine(RuleBasedStateMachine):
         pipe.hmget(k.totals(Q), "refused", "overflowed")
         r = pipe.execute()
         return {
-            "records": {i: ztq.TaskRecord.from_raw(Q, i, raw) for i, raw in r[0].items()},
+            "records": {
+                i: ztq.TaskRecord.from_raw(Q, i, raw)
+                for i, raw in r[0].items()
+                if not i.startswith("#")
+            },
+            "marks": {i: raw for i, raw in r[0].items() if i.startswith("#")},
             "ready": dict(zip(LEVELS, r[1:4], strict=True)),
             "delayed": dict(r[4]),
             "running": dict(r[5]),
@@ -465,14 +474,38 @@ class QueueMachine(RuleBasedStateMachine):
         snap = self.snapshot()
         recs, model = snap["records"], self.model
 
+        # 2'. leftovers: each marked entry is in its list once, each list's count is its
+        # marks, no entry is in a list twice; the other entries are the live ones
+        marks = {n: set() for n in LISTS}
+        for field_, value in snap["marks"].items():
+            name, _, entry = field_[1:].partition(":")
+            if entry:
+                marks[name].add(entry)
+            else:
+                assert int(value) > 0, field_  # a count of 0 is deleted
+        lists = {**snap["ready"], "overflow": snap["overflow"]}
+        for name in LISTS:
+            assert len(set(lists[name])) == len(lists[name]), (name, lists[name])
+            assert marks[name] <= set(lists[name]), (name, marks[name])
+            counted = snap["marks"].get(f"#{name}")
+            assert int(counted or 0) == len(marks[name]), (name, counted)
+            if any("#" in e for e in lists[name]):
+                STATS[f"{self.backend}:entry-renamed"] = (
+                    STATS.get(f"{self.backend}:entry-renamed", 0) + 1
+                )
+        assert marks == model.marks
+        live = {n: [e.partition("#")[0] for e in lists[n] if e not in marks[n]] for n in LISTS}
+
         # 1. each id in exactly one place, the one its record's state names
         places: dict[str, list[str]] = {}
-        for level, ids in snap["ready"].items():
-            for i in ids:
+        for level in LEVELS:
+            for i in live[level]:
                 places.setdefault(i, []).append(f"ready:{level}")
-        for name in ("delayed", "running", "errors", "done", "overflow"):
+        for name in ("delayed", "running", "errors", "done"):
             for i in snap[name]:
                 places.setdefault(i, []).append(name)
+        for i in live["overflow"]:
+            places.setdefault(i, []).append("overflow")
         where = {"queued": "ready", "delayed": "delayed", "running": "running"}
         where |= {"overflow": "overflow"}
         where |= {"error": "errors", "done": "done"}
@@ -498,7 +531,7 @@ class QueueMachine(RuleBasedStateMachine):
         # 9. the pending limit: the buffer holds tasks only while the queue is full
         if snap["overflow"]:
             assert model.max_pending is not None
-            assert sum(map(len, snap["ready"].values())) >= model.max_pending
+            assert sum(len(live[level]) for level in LEVELS) >= model.max_pending
         assert snap["counted"] == [model.refused, model.overflowed]
 
         # 4. at most one live lease per id; a running task has exactly one
@@ -549,7 +582,7 @@ class QueueMachine(RuleBasedStateMachine):
 
         # 7. what the console shows
         [stats] = monitor.queue_stats(self.storage, [Q], minutes=2)
-        assert stats.ready == {lv: len(model.ready[lv]) for lv in LEVELS}
+        assert self.storage.pending_count(Q) == model.pending() + len(model.in_state("delayed"))
         assert (stats.delayed, stats.running, stats.errors, stats.paused) == (
             len(model.in_state("delayed")),
             len(model.in_state("running")),
@@ -561,10 +594,11 @@ class QueueMachine(RuleBasedStateMachine):
         assert snap["history"] == model.history
         page = monitor.pending_page(self.storage, Q, 0, 50)
         assert [row.id for row in page.rows] == [
-            *(i for lv in LEVELS for i in model.ready[lv]),
-            *model.overflow,
+            *(i for lv in LEVELS for i in model.live(lv)),
+            *model.live("overflow"),
         ]
-        assert stats.overflow == len(model.overflow)
+        assert stats.overflow == len(model.live("overflow"))
+        assert stats.ready == {lv: len(model.live(lv)) for lv in LEVELS}
         assert stats.full == (
             model.max_pending is not None and model.pending() >= model.max_pending
         )
@@ -598,6 +632,8 @@ def _run(backend: str, storage: Storage, flush: Callable[[], None], examples: in
         )
     )
     assert STATS.get(f"{backend}:steps", 0) >= examples  # it really ran
+    if examples >= 50:  # leftovers were met with a live entry of the same id in their list
+        assert STATS.get(f"{backend}:entry-renamed", 0) > 0
 
 
 def test_state_machine_on_redis(redis_server: Any) -> None:
