@@ -413,7 +413,7 @@ def _ops(name: str) -> Callable[[argparse.Namespace], int]:
 
         def connect(args: argparse.Namespace) -> ztq.Storage:
             storage = _connect(args)
-            ops.SYSTEM.set(args.system_name)  # the audit entries name the system
+            ops.SYSTEM.set(getattr(args, "system_name", ""))  # the audit entries name the system
             return storage
 
         return int(getattr(ops, name)(args, connect))

@@ -127,7 +127,7 @@ def test_app_ini_and_a_ztq_worker_section_must_agree(tmp_path: Path) -> None:
          "worker.ini:5: queue entry mail = '0, 0' is ZTQ's list of threads (one per number), "
          "read so only in a file that gives ZTQ's host/port/db; here write mail = 2"),
         ("[server]\nhost = a\n\n[queues]\nbad{q} = 0\n", "worker.ini:5: queue name 'bad{q}'"),
-        ("[server]\ncolour = blue\n", "known: active_config, alias, app, db, grace,"),
+        ("[server]\ncolour = blue\n", "known: active_config, alias, app, autoscale_cpu_max,"),
     ],
 )  # fmt: skip
 def test_bad_ztq_values_name_the_line(tmp_path: Path, text: str, message: str) -> None:
