@@ -153,6 +153,16 @@ class Keys:
         ``when_full``, ``block_timeout``), set by ``configure_queue``."""
         return self._q(queue, "config")
 
+    def waiter(self, queue: str) -> str:
+        """The queue's registered idle executor (``worker TAB thread TAB lease_ms TAB until
+        ms``): an enqueue that finds the queue empty leases the task straight to it."""
+        return self._q(queue, "waiter")
+
+    def hand(self, queue: str) -> str:
+        """Leases an enqueue handed to the registered executor (at most one entry: ``worker
+        TAB thread TAB token TAB failures TAB id TAB payload``); it blocks on this list."""
+        return self._q(queue, "hand")
+
     def overflow(self, queue: str) -> str:
         """A full queue's buffer (``when_full = buffer``): ids that wait to enter the ready
         lists, moved in (oldest first) as the queue drains."""

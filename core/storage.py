@@ -149,6 +149,11 @@ class Storage:
                     k.config(queue),
                     k.overflow(queue),
                     k.totals(queue),
+                    k.paused(queue),
+                    k.running(queue),
+                    k.fence(queue),
+                    k.waiter(queue),
+                    k.hand(queue),
                 ]
             else:
                 keys = [
@@ -161,6 +166,8 @@ class Storage:
                     k.config(queue),
                     k.overflow(queue),
                     k.room(queue),
+                    k.waiter(queue),
+                    k.hand(queue),
                 ]
             self._key_lists[(script, queue)] = keys
         return keys
@@ -384,22 +391,52 @@ class Storage:
         return ("enqueue", keys, args)
 
     # -- worker side -------------------------------------------------------------------------
-    def fetch_op(self, queue: str, worker: str, thread: str, lease_ms: int, limit: int) -> Op:
+    def fetch_op(
+        self, queue: str, worker: str, thread: str, lease_ms: int, limit: int, wait_ms: int = 0
+    ) -> Op:
+        """The fetch script call; ``wait_ms`` > 0 registers the caller as the queue's waiting
+        executor when it takes nothing (see :meth:`handed`)."""
         keys = self._key_list("fetch", queue)
-        return ("fetch", keys, [worker, thread, int(lease_ms), int(limit)])
+        return ("fetch", keys, [worker, thread, int(lease_ms), int(limit), int(wait_ms)])
 
     @staticmethod
     def parse_fetch(queue: str, reply: Sequence[Any]) -> list[Leased]:
         return [
             Leased(str(reply[i]), queue, int(reply[i + 1]), str(reply[i + 3]), int(reply[i + 2]))
-            for i in range(0, len(reply), 4)
+            for i in range(1, len(reply), 4)
         ]
+
+    @staticmethod
+    def fetch_registered(reply: Sequence[Any]) -> bool:
+        """Did this fetch make the caller the queue's waiter (it took nothing)?"""
+        return bool(reply) and int(reply[0]) == 1
 
     def fetch(
         self, queue: str, worker: str, thread: str, lease_ms: int, limit: int = 1
     ) -> list[Leased]:
         name, keys, args = self.fetch_op(queue, worker, thread, lease_ms, limit)
         return self.parse_fetch(queue, self.call(name, keys, args))
+
+    def wait_handed(
+        self, queue: str, worker: str, thread: str, timeout: float
+    ) -> Leased | None | bool:
+        """Block, as the queue's registered waiter, until an enqueue hands it a task (its
+        lease, returned) or a wake-up token arrives (True) or ``timeout`` passes (False).
+        An entry for another executor (one that registered before this one and died) is
+        left to the reaper: its lease runs out."""
+        timeout = min(max(timeout, 0.001), MAX_BLOCK)
+        k = self.keys
+        with self.guard():
+            got = self.client.blpop([k.hand(queue), k.wake(queue)], timeout=timeout)
+        if got is None:
+            return False
+        key, value = got
+        if str(key) != k.hand(queue):
+            return True
+        owner, name, token, failures, task_id, payload = str(value).split("\t", 5)
+        if (owner, name) != (worker, thread):
+            return True  # not ours: fetch again (the reaper recovers it)
+        return Leased(task_id, queue, int(token), payload, int(failures))
 
     def _finish_keys(self, queue: str, now: float | None) -> list[str]:
         """KEYS of ack.lua and fail.lua (one layout for both)."""
@@ -523,6 +560,7 @@ class Storage:
             *k.ready_all(queue),
             k.wake(queue),
             k.config(queue),
+            k.hand(queue),
         ]
         flat, nxt, now = self.call("reap", keys, [int(max_lost), int(limit)])
         items = [(str(flat[i]), str(flat[i + 1]), str(flat[i + 2])) for i in range(0, len(flat), 3)]

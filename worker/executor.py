@@ -169,15 +169,20 @@ class BaseExecutor(threading.Thread, abc.ABC):
         """Every shard of every queue watched, in a fixed order (one watcher set on Cluster)."""
         return self.worker.physical(self.spec.queues)
 
-    def fetch_op(self, queue: str, limit: int) -> Op:
+    def fetch_op(self, queue: str, limit: int, wait_ms: int = 0) -> Op:
         lease_ms = int(self.cfg.lease * 1000)
-        return self.storage.fetch_op(queue, self.worker.id, self.spec.name, lease_ms, limit)
+        return self.storage.fetch_op(
+            queue, self.worker.id, self.spec.name, lease_ms, limit, wait_ms
+        )
 
     def take(self, queue: str, reply: Any) -> list[Leased]:
         leased = self.storage.parse_fetch(queue, reply)
-        for lease in leased:
-            self.held[(queue, lease.id)] = lease.token
+        self.hold(leased)
         return leased
+
+    def hold(self, leased: list[Leased]) -> None:
+        for lease in leased:
+            self.held[(lease.queue, lease.id)] = lease.token
 
     # -- one task ----------------------------------------------------------------------------
     def begin(self, lease: Leased) -> tuple[Run, Outcome | tuple[Any, list[Any], dict[str, Any]]]:
@@ -257,6 +262,7 @@ class Executor(BaseExecutor):
         super().__init__(worker, spec)
         self.current: Running | None = None
         self.batch = 1
+        self.waiting_on: str | None = None  # the queue this executor is the waiter of
         self.slot: ProcessSlot | None = None
         if spec.pool == "process":
             self.slot = ProcessSlot(
@@ -293,10 +299,11 @@ class Executor(BaseExecutor):
         if not leased:
             self.run_dry_hooks()
             if fetch:
-                self.wait_for_work()
+                leased = self.wait_for_work()
             else:
                 self.retired.wait(0.2)
-            return 0
+            if not leased:
+                return 0
         started = time.monotonic()
         ran = 0
         for i, lease in enumerate(leased):
@@ -316,7 +323,10 @@ class Executor(BaseExecutor):
         n_writes = len(ops)
         queues = self.fetch_order() if fetch else []
         if queues:
-            ops.append(self.fetch_op(queues[0], self.batch))
+            # one queue watched: when it is empty, be its waiter (an enqueue hands the next
+            # task straight to this thread: one round trip from enqueue to start)
+            wait_ms = int(self.cfg.idle_wait * 1000) if len(queues) == 1 else 0
+            ops.append(self.fetch_op(queues[0], self.batch, wait_ms))
         if not ops:
             return []
         try:
@@ -327,6 +337,8 @@ class Executor(BaseExecutor):
         self.written(replies[:n_writes])
         if not queues:
             return []
+        registered = self.storage.fetch_registered(replies[-1])
+        self.waiting_on = queues[0] if registered else None
         leased = self.take(queues[0], replies[-1])
         for queue in queues[1:]:
             if leased:
@@ -334,9 +346,22 @@ class Executor(BaseExecutor):
             leased = self.take(queue, self.storage.execute([self.fetch_op(queue, self.batch)])[0])
         return leased
 
-    def wait_for_work(self) -> None:
-        """Block on the wake lists until a task is ready (or ``idle_wait`` passes)."""
-        self.storage.wait(self.wait_queues(), self.cfg.idle_wait)
+    def wait_for_work(self) -> list[Leased]:
+        """Block until a task is ready (or ``idle_wait`` passes): on the hand list and the
+        wake list of the queue this thread is the waiter of (a handed task comes back leased,
+        to run at once), else on the wake lists."""
+        queue, self.waiting_on = self.waiting_on, None
+        if queue is None:
+            self.storage.wait(self.wait_queues(), self.cfg.idle_wait)
+            return []
+        got = self.storage.wait_handed(queue, self.worker.id, self.spec.name, self.cfg.idle_wait)
+        if not isinstance(got, Leased):
+            return []
+        self.hold([got])
+        if self.worker.paused.is_set() or self.should_exit():
+            self.give_back([got])  # handed just as the worker paused or this thread retires
+            return []
+        return [got]
 
     def give_back(self, leases: list[Leased]) -> None:
         by_queue: dict[str, list[tuple[str, int]]] = {}
@@ -349,11 +374,22 @@ class Executor(BaseExecutor):
     def shutdown(self) -> None:
         try:
             self.flush(fetch=False)
+            self.stop_waiting()
             self.run_dry_hooks()
         except ZtqError as exc:
             log.warning("executor %s could not flush at exit: %s", self.spec.name, exc)
         if self.slot is not None:
             self.slot.close()
+
+    def stop_waiting(self) -> None:
+        """No longer the waiter of its queue (an exit): a task handed meanwhile goes back."""
+        if len(self.wait_queues()) != 1:
+            return
+        [queue] = self.wait_queues()
+        [reply] = self.storage.execute([self.fetch_op(queue, 0)])
+        handed = self.take(queue, reply)
+        if handed:
+            self.give_back(handed)
 
     # -- one task ----------------------------------------------------------------------------
     def run_one(self, lease: Leased) -> None:

@@ -46,6 +46,29 @@ local function slot_freed(config, wake_key, ready)
   end
 end
 
+-- A lease: the record of a task handed to (worker, thread) with the fencing token `token`
+-- (fetch, and an enqueue that hands a task to the queue's waiting executor).
+local function lease_to(meta, token, worker, thread, now)
+  meta.state = 'running'
+  meta.fence = string.format('%d', token)
+  meta.attempts = (meta.attempts or 0) + 1
+  meta.started = now
+  meta.worker, meta.thread = worker, thread
+end
+
+-- The fields of a tab-separated string, at most n (the last one takes the rest).
+local function fields(text, n)
+  local out, start = {}, 1
+  while #out < n - 1 do
+    local tab = string.find(text, '\t', start, true)
+    if not tab then break end
+    out[#out + 1] = string.sub(text, start, tab - 1)
+    start = tab + 1
+  end
+  out[#out + 1] = string.sub(text, start)
+  return out
+end
+
 -- Leftovers (docs/design.md, "Deleting a waiting task"). Deleting a queued or buffered
 -- task, or moving it to the head (`first`), leaves its entry where it is in its list
 -- (taking it out would be an LREM: a scan of the whole list) and marks it as a leftover in

@@ -1,7 +1,8 @@
 -- Enqueue tasks of one queue, deduplicating each by id (one task, or a batch of them).
 -- KEYS: 1 tasks, 2 ready:high, 3 ready:normal, 4 ready:low, 5 delayed, 6 errors, 7 done,
 --       8 wake, 9 cronlast, 10 schedule, 11 config (`max_pending`, `when_full`), 12 overflow,
---       13 totals (counters: `refused`, `overflowed`)
+--       13 totals (counters: `refused`, `overflowed`), 14 paused, 15 running, 16 fence,
+--       17 waiter, 18 hand
 -- ARGV: 7 fields per task: id, payload JSON, priority, delay_ms (0 = now; an absolute eta is
 --       turned into a delay by the client), first (0/1), cron entry name ('' = not cron),
 --       cron tick (ms)
@@ -13,11 +14,35 @@
 --          overflow buffer and enters the queue as it drains).
 -- A limit bounds new tasks for now only: a delayed task, `first` (run before the rest), and
 -- what was accepted before (retries, redo, reaped runs) are never refused.
+-- A new task for now that finds the queue empty, while an idle executor waits for it (fetch
+-- registered it as the queue's waiter), is leased straight to that executor and put on the
+-- queue's hand list, which the executor blocks on: enqueue to start is one round trip. The
+-- lease is an ordinary one (fence, running, deadline): a dead executor's is reaped.
 local ready = {high = KEYS[2], normal = KEYS[3], low = KEYS[4]}
 local now = now_ms()
-local cfg = redis.call('HMGET', KEYS[11], 'max_pending', 'when_full')
+local cfg = redis.call('HMGET', KEYS[11], 'max_pending', 'when_full', 'max_running')
 local limit, when_full = tonumber(cfg[1]), cfg[2] or 'raise'
 local waiting = nil  -- tasks in the ready lists, counted once, when a limit is set
+
+-- The registered idle executor takes the task at once: only when nothing waits before it
+-- (ready lists and buffer empty), the queue is not paused and its running limit has room.
+local function hand_over(id, meta, payload)
+  local registered = redis.call('GET', KEYS[17])
+  if not registered then return false end
+  local w = fields(registered, 4)
+  if tonumber(w[4]) <= now or redis.call('LLEN', KEYS[18]) > 0 or pending(ready, KEYS[1]) > 0
+      or redis.call('LLEN', KEYS[12]) > 0 or redis.call('EXISTS', KEYS[14]) == 1 then
+    return false
+  end
+  if cfg[3] and redis.call('ZCARD', KEYS[15]) >= tonumber(cfg[3]) then return false end
+  redis.call('DEL', KEYS[17])
+  lease_to(meta, redis.call('INCR', KEYS[16]), w[1], w[2], now)
+  save(KEYS[1], id, meta, payload)
+  redis.call('ZADD', KEYS[15], now + tonumber(w[3]), id)
+  redis.call('RPUSH', KEYS[18], table.concat({w[1], w[2], meta.fence, meta.failures or 0, id,
+    payload}, '\t'))
+  return true
+end
 
 -- Buffered tasks enter first (FIFO): while the buffer holds any, a new one joins it.
 if limit and when_full == 'buffer' and redis.call('LLEN', KEYS[12]) > 0 then
@@ -94,6 +119,7 @@ local function enqueue(id, payload, prio, delay, first, cron_name, cron_tick)
     redis.call('HINCRBY', KEYS[13], 'overflowed', 1)
     return 'overflow'
   end
+  if hand_over(id, meta, payload) then return 'added' end
   readied()
   push_ready(KEYS[1], ready, id, meta, payload, first)
   wake(KEYS[8])

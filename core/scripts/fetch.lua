@@ -2,23 +2,42 @@
 -- KEYS: 1 tasks, 2 ready:high, 3 ready:normal, 4 ready:low, 5 running, 6 paused, 7 wake,
 --       8 fence (the queue's lease counter), 9 config (`max_running`: leases at once, queue-
 --       wide; a lease counts until it is acked, failed, released or reaped; `max_pending`
---       and `when_full`: see room_made), 10 overflow, 11 room
--- ARGV: 1 worker id, 2 thread name, 3 lease_ms, 4 max tasks
--- Returns: flat list {id, token, failures, payload, ...}. `token` is the fencing token that
---          ack/fail/renew/progress/release must present: it comes from the queue's counter,
---          so it is larger than every token handed out before for any task of the queue.
---          `failures` is how many runs of this series failed before (what `retries` counts).
-if redis.call('EXISTS', KEYS[6]) == 1 then return {} end
+--       and `when_full`: see room_made), 10 overflow, 11 room, 12 waiter, 13 hand
+-- ARGV: 1 worker id, 2 thread name, 3 lease_ms, 4 max tasks, 5 wait_ms (> 0: when nothing
+--       is taken, register the caller as the queue's waiting executor for that long, so
+--       that the next enqueue leases its task straight to it: see enqueue.lua)
+-- Returns: {registered (1/0), id, token, failures, payload, ...}. `token` is the fencing
+--          token that ack/fail/renew/progress/release must present: it comes from the
+--          queue's counter, so it is larger than every token handed out before for any task
+--          of the queue. `failures` is how many runs of this series failed before (what
+--          `retries` counts). A task an enqueue handed to this caller and that it did not
+--          take off the hand list yet is returned alone (it is leased already).
 local worker, thread, lease, limit = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local wait_ms = tonumber(ARGV[5] or '0')
+local now = now_ms()
+-- the caller stops waiting: it is not the queue's waiter any more, and takes what was handed
+local waiter = redis.call('GET', KEYS[12])
+if waiter then
+  local w = fields(waiter, 4)
+  if w[1] == worker and w[2] == thread then redis.call('DEL', KEYS[12]) end
+end
+local handed = redis.call('LINDEX', KEYS[13], 0)
+if handed then
+  local h = fields(handed, 6)
+  if h[1] == worker and h[2] == thread then
+    redis.call('LPOP', KEYS[13])
+    return {0, h[5], h[3], h[4], h[6]}
+  end
+end
+if redis.call('EXISTS', KEYS[6]) == 1 then return {0} end
 local capped = false
 local cfg = redis.call('HMGET', KEYS[9], 'max_running', 'max_pending', 'when_full')
 local cap = cfg[1]
 if cap then
   local free = tonumber(cap) - redis.call('ZCARD', KEYS[5])
-  if free <= 0 then return {} end
+  if free <= 0 then return {0} end
   if free <= limit then limit, capped = free, true end
 end
-local now = now_ms()
 local taken = {}
 local left = redis.call('HMGET', KEYS[1], '#high', '#normal', '#low')  -- leftovers, _lib.lua
 for i, level in ipairs({'high', 'normal', 'low'}) do
@@ -36,16 +55,24 @@ if cfg[2] or redis.call('LLEN', KEYS[10]) > 0 then
              overflow = KEYS[10], room = KEYS[11], wake = KEYS[7]}
   room_made(q, tonumber(cfg[2]), cfg[3], #taken, 1000)
 end
-local out = {}
-if #taken == 0 then return out end
+if #taken == 0 then
+  -- an idle executor: the queue's waiter, unless another one is (a live registration) or
+  -- a handed task still waits for its executor to take it
+  if wait_ms > 0 and redis.call('LLEN', KEYS[13]) == 0 then
+    local other = redis.call('GET', KEYS[12])
+    if not other or tonumber(fields(other, 4)[4]) <= now then
+      redis.call('SET', KEYS[12], worker .. '\t' .. thread .. '\t' .. lease .. '\t' ..
+        string.format('%d', now + wait_ms), 'PX', wait_ms + 1000)
+      return {1}
+    end
+  end
+  return {0}
+end
+local out = {0}
 local first = redis.call('INCRBY', KEYS[8], #taken) - #taken
 for i, t in ipairs(taken) do
   local id, meta, payload = t[1], t[2], t[3]
-  meta.state = 'running'
-  meta.fence = string.format('%d', first + i)
-  meta.attempts = (meta.attempts or 0) + 1
-  meta.started = now
-  meta.worker, meta.thread = worker, thread
+  lease_to(meta, first + i, worker, thread, now)
   save(KEYS[1], id, meta, payload)
   redis.call('ZADD', KEYS[5], now + lease, id)
   out[#out + 1] = id

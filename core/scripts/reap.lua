@@ -1,6 +1,6 @@
 -- Hand back the tasks whose lease expired (their worker died or froze).
 -- KEYS: 1 tasks, 2 running, 3 errors, 4 ready:high, 5 ready:normal, 6 ready:low, 7 wake,
---       8 config
+--       8 config, 9 hand (a lease handed to an executor that never took it: dropped with it)
 -- ARGV: 1 max times a task may lose its worker before it is a poison pill, 2 max tasks
 -- Returns: {{id, worker, outcome ('ready' or 'error'), ...}, next lease deadline ms or -1,
 --          Redis time ms}: the reaped tasks for the event log, and when to look again.
@@ -10,6 +10,11 @@ local now = now_ms()
 local out = {}
 local back = 0
 local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, limit)
+local handed = #expired > 0 and redis.call('LRANGE', KEYS[9], 0, -1) or {}
+for _, entry in ipairs(handed) do  -- at most a few: one per queue at a time
+  local deadline = redis.call('ZSCORE', KEYS[2], fields(entry, 6)[5])
+  if deadline and tonumber(deadline) <= now then redis.call('LREM', KEYS[9], 1, entry) end
+end
 for _, id in ipairs(expired) do
   redis.call('ZREM', KEYS[2], id)
   local meta, payload = load(KEYS[1], id)

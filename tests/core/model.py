@@ -53,6 +53,8 @@ class Model:
     max_pending: int | None = None  # the queue's limit on ready tasks (configure_queue)
     when_full: str = "raise"  # raise | block | buffer
     overflow: list[str] = field(default_factory=list)  # the buffer of a full queue, in order
+    waiter: tuple[str, str] | None = None  # the idle executor a new task is handed to
+    hand: list[tuple[str, str, str, int]] = field(default_factory=list)  # (w, t, id, token)
     refused: int = 0  # enqueues refused by a full queue (the totals' counter)
     overflowed: int = 0  # enqueues that went to the buffer
     counter: int = 0  # the queue's lease counter: the last token handed out
@@ -192,6 +194,8 @@ class Model:
             rec.rerun = True
             return "rerun"
         limited = not delay and not first and self.full()
+        if not delay and not limited and self.can_hand_over():
+            return self.hand_over(task_id, prio)
         if limited and self.when_full != "buffer":
             self.refused += 1
             return "full"  # nothing written: a finished record stays as it was
@@ -209,13 +213,51 @@ class Model:
             self._to_ready(task_id, rec, head=first)
         return "added"
 
-    def fetch(self, worker: str, thread: str, limit: int) -> list[tuple[str, int, int]]:
+    def can_hand_over(self) -> bool:
+        """A new task for now goes straight to the waiting executor: only when nothing waits
+        before it, the queue is not paused and its running limit has room."""
+        return (
+            self.waiter is not None
+            and not self.hand
+            and self.pending() == 0
+            and not self.overflow
+            and not self.paused
+            and (self.max_running is None or len(self.in_state("running")) < self.max_running)
+        )
+
+    def hand_over(self, task_id: str, prio: str) -> str:
+        assert self.waiter is not None
+        worker, thread = self.waiter
+        self.waiter = None
+        rec = self.recs[task_id] = Rec("running", prio=prio)
+        self.counter += 1
+        rec.fence, rec.worker, rec.thread, rec.attempts = self.counter, worker, thread, 1
+        self.stamped.append(("running", task_id))
+        self.hand.append((worker, thread, task_id, self.counter))
+        return "added"
+
+    def take_handed(self, worker: str, thread: str) -> tuple[str, int, int] | None:
+        """The waiting executor takes what was handed to it (its blocked read, or a fetch)."""
+        if self.hand and self.hand[0][:2] == (worker, thread):
+            _, _, task_id, token = self.hand.pop(0)
+            return task_id, token, self.recs[task_id].failures
+        return None
+
+    def fetch(
+        self, worker: str, thread: str, limit: int, wait: bool = False
+    ) -> tuple[list[tuple[str, int, int]], bool]:
+        """A fetch: (leases, whether the caller is now the queue's waiter)."""
+        if self.waiter == (worker, thread):
+            self.waiter = None
+        handed = self.take_handed(worker, thread)
+        if handed is not None:
+            return [handed], False
         if self.paused:
-            return []
+            return [], False
         if self.max_running is not None:  # expired leases count until they are reaped
             free = self.max_running - len(self.in_state("running"))
             if free <= 0:
-                return []
+                return [], False
             limit = min(limit, free)
         out: list[tuple[str, int, int]] = []
         for level in LEVELS:
@@ -232,7 +274,10 @@ class Model:
                 self.stamped.append(("running", task_id))
                 out.append((task_id, self.counter, rec.failures))
         self.room_made()  # the queue drained by len(out)
-        return out
+        if not out and wait and not self.hand and self.waiter is None:
+            self.waiter = (worker, thread)
+            return out, True
+        return out, False
 
     def ack(self, lease: Lease, keep: bool, result: str) -> bool:
         if not self.holds(lease):
@@ -302,6 +347,8 @@ class Model:
             for i, r in self.recs.items()
             if r.state == "running" and r.deadline is not None and r.deadline <= now
         )
+        lost = {i for _, i in expired}  # handed to an executor that never took it: dropped
+        self.hand = [h for h in self.hand if h[2] not in lost]
         out = []
         for _, task_id in expired:
             rec = self.recs[task_id]

@@ -100,6 +100,9 @@ def test_every_key_exists_with_the_documented_type(redis_url: str) -> None:
         entries = [EnqueueEntry(f"{queue}-{n}", "{}") for n in range(2)]
         assert storage.call(*storage.enqueue_op(queue, entries))[3] in ("overflow", "full")
     storage.fetch("press", "w", "t", 60_000, 1)  # room made in a full queue: a token in room
+    for queue in ("idle", "handy"):  # an idle executor registers; a task is handed to one
+        storage.call(*storage.fetch_op(queue, "w", "t", 60_000, 1, 60_000))
+    storage.call(*storage.enqueue_op("handy", [EnqueueEntry("handed", "{}")]))
     table = ztq.CronTable([CronEntry("every-minute", t.noop.prepare(), "* * * * *")])
     table.fire(now=(int(time.time()) // 60) * 60 + 0.5)
     from ztq.core.logins import LoginPolicy, login_failed

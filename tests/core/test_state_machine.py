@@ -30,7 +30,11 @@ docs/design.md:
    lists longer than the limit (it is refused, or goes to the overflow buffer), and a task
    waits in the buffer only while the queue is full: buffered tasks enter, oldest first, as
    soon as a fetch, a delete or a raised limit makes room. Refused and buffered enqueues are
-   counted.
+   counted;
+10. a new task for now that finds the queue empty while an executor waits for it (a fetch
+   that took nothing registered it) is leased straight to that executor and put on the
+   queue's hand list: at most one such entry, always a live lease of the executor it names,
+   never while another executor is registered; the reaper drops it with the lease.
 
 ``ZTQ_MODEL_EXAMPLES`` scales the number of runs (CI uses the default);
 ``ZTQ_MODEL_SHRINK=0`` reports the first failing run unshrunk (quick when checking that a
@@ -202,20 +206,85 @@ class QueueMachine(RuleBasedStateMachine):
         assert reply == expected
         self.step(*(f"enqueue:{o}" for o in expected[1::2]))
 
+    @rule(
+        thread=st.sampled_from(THREADS),
+        expiring=st.booleans(),
+        task_id=st.sampled_from(IDS),
+        prio=st.sampled_from(LEVELS),
+        meanwhile=st.sampled_from(["", "", "run-now", "pause", "limit"]),
+    )
+    def idle_then_enqueue(
+        self, thread: tuple[str, str], expiring: bool, task_id: str, prio: str, meanwhile: str
+    ) -> None:
+        """An idle executor (its fetch found nothing: it registers), then a producer: the
+        task is handed to it if nothing stands in the way (an expiring lease: it dies with
+        the task in its hand list, for the reaper). ``meanwhile`` something stands in the
+        way: a task ready before it (run now), a paused queue, a running limit reached."""
+        if meanwhile == "limit":  # another thread takes what is ready: leases run, none wait
+            self.fetch(next(t for t in THREADS if t != thread), 3, expiring=False)
+        self.fetch(thread, 1, expiring, wait=True)
+        st_, model = self.storage, self.model
+        if meanwhile == "run-now" and model.in_state("delayed"):
+            ids = sorted(model.in_state("delayed"))[:1]
+            assert st_.requeue(Q, "delayed", ids) == model.requeue("delayed", ids)
+        elif meanwhile == "pause":
+            model.paused = True
+            st_.pause(Q)
+        elif meanwhile == "limit" and model.in_state("running"):  # reached: no room
+            model.max_running = len(model.in_state("running"))
+            st_.configure(Q, max_running=model.max_running)
+        else:
+            meanwhile = "" if meanwhile == "limit" else meanwhile
+        waiting = "waiting" if model.waiter == thread else "busy"
+        self.step(f"idle-then-enqueue:{meanwhile or 'nothing'}:{waiting}")
+        self.enqueue([(task_id, prio, "now", False, None)])
+
+    def has_handed(self) -> bool:
+        return bool(self.model.hand)
+
+    @precondition(has_handed)
+    @rule()
+    def take_handed(self) -> None:
+        """The waiting executor's blocked read returns the task an enqueue handed it."""
+        worker, name, task_id, _ = self.model.hand[0]
+        expected = self.model.take_handed(worker, name)
+        got = self.storage.wait_handed(Q, worker, name, 1.0)
+        assert not isinstance(got, bool) and got is not None
+        assert (got.id, got.token, got.failures) == expected
+        assert got.payload == payload(task_id)
+        self.leases[(worker, name)].append(Lease(worker, name, got.id, got.token))
+        self.step("take-handed")
+
     @rule(ids=st.lists(st.sampled_from(IDS), min_size=2, max_size=5, unique=True))
     def burst(self, ids: list[str]) -> None:
         """A producer under load: new tasks for now, more than a bounded queue holds."""
         self.enqueue([(i, "normal", "now", False, None) for i in ids])
 
-    @rule(thread=st.sampled_from(THREADS), limit=st.integers(1, 3), expiring=st.booleans())
-    def fetch(self, thread: tuple[str, str], limit: int, expiring: bool) -> None:
+    @rule(
+        thread=st.sampled_from(THREADS),
+        limit=st.integers(1, 3),
+        expiring=st.booleans(),
+        wait=st.booleans(),
+    )
+    def fetch(
+        self, thread: tuple[str, str], limit: int, expiring: bool, wait: bool = False
+    ) -> None:
+        """A fetch; with ``wait`` the caller becomes the queue's waiter when it takes nothing."""
         worker, name = thread
         before = self.model.counter
         buffered = len(self.model.overflow)
-        expected = self.model.fetch(worker, name, limit)
-        got = self.storage.fetch(Q, worker, name, 0 if expiring else HOUR, limit)
+        handed = bool(self.model.hand) and self.model.hand[0][:2] == thread
+        expected, registered = self.model.fetch(worker, name, limit, wait)
+        st_ = self.storage
+        op = st_.fetch_op(Q, worker, name, 0 if expiring else HOUR, limit, HOUR if wait else 0)
+        reply = st_.call(*op)
+        got = st_.parse_fetch(Q, reply)
+        assert st_.fetch_registered(reply) == registered
         if buffered > len(self.model.overflow):
             self.step("fetch:fed-from-buffer")
+        if registered or handed:
+            self.step("fetch:registered" if registered else "fetch:took-handed")
+            before = min([before, *(g.token - 1 for g in got)])  # leased before this fetch
         assert [(g.id, g.token, g.failures) for g in got] == expected
         for g in got:
             assert g.token > before  # larger than every token the queue handed out before
@@ -446,6 +515,8 @@ class QueueMachine(RuleBasedStateMachine):
         pipe.lrange(k.overflow(Q), 0, -1)
         pipe.hmget(k.config(Q), "max_pending", "when_full")
         pipe.hmget(k.totals(Q), "refused", "overflowed")
+        pipe.get(k.waiter(Q))
+        pipe.lrange(k.hand(Q), 0, -1)
         r = pipe.execute()
         return {
             "records": {
@@ -467,6 +538,8 @@ class QueueMachine(RuleBasedStateMachine):
             "max_pending": None if r[13][0] is None else int(r[13][0]),
             "when_full": r[13][1] or "raise",
             "counted": [int(n or 0) for n in r[14]],
+            "waiter": tuple(r[15].split("\t")[:2]) if r[15] else None,
+            "hand": [tuple(e.split("\t", 5)) for e in r[16]],
         }
 
     @invariant()
@@ -534,6 +607,15 @@ class QueueMachine(RuleBasedStateMachine):
             assert sum(len(live[level]) for level in LEVELS) >= model.max_pending
         assert snap["counted"] == [model.refused, model.overflowed]
 
+        # 10. a task handed to the waiting executor is a live lease of that executor
+        assert snap["waiter"] == model.waiter
+        assert [(w, t, i, int(token)) for w, t, token, _, i, _ in snap["hand"]] == model.hand
+        assert len(snap["hand"]) <= 1 and not (snap["hand"] and snap["waiter"])
+        for w, _, token, _, i, body in snap["hand"]:
+            rec = recs[i]
+            assert (str(rec.state), rec.get("fence"), rec.get("worker")) == ("running", token, w)
+            assert body == payload(i)
+
         # 4. at most one live lease per id; a running task has exactly one
         for i in IDS:
             holders = [
@@ -544,12 +626,15 @@ class QueueMachine(RuleBasedStateMachine):
                 and rec.state == "running" and rec.get("fence") == str(lease.token)
                 and rec.get("worker") == lease.worker
             ]  # fmt: skip
-            assert len(holders) == (1 if model.state(i) == "running" else 0), (i, holders)
+            in_hand = any(h[2] == i for h in model.hand)  # its lease is still in the hand list
+            assert len(holders) + in_hand == (1 if model.state(i) == "running" else 0), (i, holders)
 
         # 5. tokens: every token Redis handed out is new, and the counter is the last of them
+        # (a task handed to a waiting executor took its token too, taken or not yet)
         issued = sorted(lease.token for leases in self.leases.values() for lease in leases)
+        issued += [h[3] for h in model.hand]
         assert len(issued) == len(set(issued)), "a fencing token was handed out twice"
-        assert snap["counter"] == (issued[-1] if issued else 0)
+        assert snap["counter"] == model.counter >= max(issued, default=0)
 
         # 6. each record equals the model's
         assert set(recs) == set(model.recs)
