@@ -28,27 +28,39 @@ COMMAND = "make bench    # = .venv/bin/python -m bench.run (creates .venv-bench 
 # take; numbers in braces come from this run's profiles.
 WHY = {
     "enqueue": (
-        "One enqueue is one `EVALSHA` round trip, as one huey enqueue is one `LPUSH`; the "
-        "round trips cost the same here ({rt_lpush} µs for `LPUSH`, {rt_eval} µs for an empty "
-        "`EVALSHA`, best of 5 rounds from ztq's client), but the `enqueue` script then runs "
-        "{enqueue_us} µs in Redis (`INFO commandstats`; huey's `LPUSH` about 1 µs): dedup "
-        "lookup, limits, the waiting-executor hand-over, the record, the ready list, the wake "
-        "token, with `_lib.lua` loaded on every call. Tried, on the client: a template per "
-        "task (`CallTemplate`: the options validated and the JSON around the arguments built "
-        "once, the canonical JSON of flat ASCII arguments reused for the MD5), and the "
-        "`EVALSHA` sent as one prebuilt RESP command on a pooled connection "
-        "(`core/scripts.py` `PACKED`), which saved about 18 µs of client CPU per call. "
-        "The client now spends about {client_us} µs per call beyond the script and the round "
-        "trip (the first profile). To reach huey the script would need to cost what an "
-        "`LPUSH` costs: a lighter enqueue script (no limit or hand-over checks when a queue "
-        "has neither: a second script chosen by the client) is the next step."
+        "One enqueue is one `EVALSHA` round trip, as one huey enqueue is one `LPUSH` "
+        "({rt_lpush} µs here; an empty `EVALSHA` through redis-py {rt_eval} µs, best of 5 "
+        "rounds from ztq's client, the machine's noise included), and then the `enqueue` "
+        "script runs {enqueue_us} µs in Redis (`INFO commandstats`; huey's `LPUSH` about 1 "
+        "µs): the dedup lookup, the queue's limits, the hand-over to a waiting executor, the "
+        "record, the ready list, the wake token, with `_lib.lua` run on every call (2 µs of "
+        "it). Tried, on the client: a template per task (`CallTemplate`: the options "
+        "validated and the JSON around the arguments built once, the canonical JSON of flat "
+        "ASCII arguments reused for the MD5) and the `EVALSHA` sent as one prebuilt RESP "
+        "command on a pooled connection (`core/scripts.py` `PACKED`), which saved about 18 µs "
+        "of client CPU per call; the first profile shows what is left in Python "
+        "(`CallTemplate.call`, `send`, framing: about a tenth of the call), the rest is the "
+        "socket. A call here took {call_us} µs. To reach huey the script must cost about "
+        "what an `LPUSH` costs: a lighter enqueue script for a queue without limits or a "
+        "waiting executor (chosen by the client), and the shared helpers loaded once (Redis "
+        "7 functions) rather than on every call, would be the next steps."
+    ),
+    "enqueue_any": (
+        "The same path as with dedup: a random id saves the canonical JSON and the MD5 "
+        "(about 2 µs of a call) but not the script or the round trip."
     ),
     "bulk": (
         "`transaction()` sends one `enqueue` script call per chunk of 500 tasks of a queue, "
-        "each written to the socket as soon as it is framed (Redis runs one while the next is "
-        "built); Redis spends {bulk_us} µs per call ({bulk_redis_ms} ms for the 20,000). The "
-        "rest is the client: the template call, the buffer, one handle per task (second "
-        "profile). A raw pipelined `RPUSH` of the same ids is the floor."
+        "each written to the socket as soon as it is framed (prebuilt like the one-by-one "
+        "call); Redis spends {bulk_us} µs per call ({bulk_redis_ms} ms of the 20,000). A "
+        "transaction writes at its end, so the client's work before it (a call and a handle "
+        "per task: the second profile) cannot overlap Redis's. A raw pipelined `RPUSH` of "
+        "the same ids is the floor of one connection. Needed: a cheaper script per task in a "
+        "batch and fewer objects per task on the client (one handle, no entry tuple)."
+    ),
+    "growth": (
+        "The figures are bench/growth.py's (its section above); a page that reads a bigger "
+        "queue costs more (O(page) plus the counts), and a cost counts as flat up to 1.5x."
     ),
     "drain_log": (
         "The run line is one tuple handed to ztq's log handler (no `LogRecord`), formatted "
@@ -66,7 +78,6 @@ WHY = {
         "Each queued task is one field of the queue's `tasks` hash (the 32-character id, then "
         "`<meta JSON>\\n<payload JSON>`) plus the id again in a `ready` list."
     ),
-    "growth": "",
 }
 
 
@@ -110,7 +121,7 @@ def _why(key: str, ctx: Context) -> str:
         "warn_rate": fmt(p.drain_rate_warning, "tasks/s") if p else "?",
         "info_rate": fmt(p.drain_rate_info, "tasks/s") if p else "?",
         "log_share": _share(p.drain_tree, "LogRuns.after_run") if p else "?",
-        "client_us": _client_us(p),
+        "call_us": _call_us(p),
         "rt_lpush": f"{p.round_trip_us.get('LPUSH', math.nan):.0f}" if p else "?",
         "rt_eval": (
             f"{p.round_trip_us.get('EVALSHA of an empty script', math.nan):.0f}" if p else "?"
@@ -119,15 +130,9 @@ def _why(key: str, ctx: Context) -> str:
     return WHY.get(key, "").format(**values)
 
 
-def _client_us(p: Profiles | None) -> str:
-    """µs per one-by-one enqueue beyond the script in Redis and an empty EVALSHA's round trip
-    (the profile's own rate, without the profiler's share)."""
-    if p is None or not p.enqueue_rate_plain:
-        return "?"
-    per = 1e6 / p.enqueue_rate_plain
-    rest = per - p.script_us.get("enqueue (one by one)", 0.0)
-    rest -= p.round_trip_us.get("EVALSHA of an empty script", 0.0)
-    return f"{max(0.0, rest):.0f}"
+def _call_us(p: Profiles | None) -> str:
+    """µs per one-by-one enqueue without the profiler (the profile's own run)."""
+    return f"{1e6 / p.enqueue_rate_plain:.0f}" if p and p.enqueue_rate_plain else "?"
 
 
 def _redis_ms(p: Profiles | None, name: str) -> str:

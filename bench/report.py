@@ -208,7 +208,8 @@ def targets(
                                ">= 1.1x huey")):  # fmt: skip
         z, h, r = _ratio(results, "enqueue", label, "huey")
         text = f"{fmt(z, 'tasks/s')} / {fmt(h, 'tasks/s')} tasks/s"
-        out.append(Target("enqueue", line, text, r, _met(r, r >= need)))
+        key = "enqueue" if label == "ztq" else "enqueue_any"
+        out.append(Target(key, line, text, r, _met(r, r >= need)))
     for key, what in (("lat_p50", "p50"), ("lat_p99", "p99")):
         z, h, r = _ratio(results, key, "ztq", "huey")
         text = f"{fmt(z, 'ms')} / {fmt(h, 'ms')} ms"
