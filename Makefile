@@ -48,16 +48,15 @@ screenshots: $(STAMP) system-deps
 bench-console: $(STAMP)
 	$(PY) -m tests.console.bench
 
-# the peers side by side (docs/benchmarks.md), then the scale-out sections (docs/scaling.md):
+# the peers side by side, with how cost grows with 0, 100k and 1M tasks queued and 10k, 100k
+# errors (bench.growth, docs/benchmarks.md); then the scale-out sections (docs/scaling.md):
 # 500 simulated workers on one Redis, and one busy queue over 3 Cluster masters by shards;
-# then the autoscaler against static splits of the same threads (docs/autoscaling.md);
-# then how cost grows with 0, 100k and 1M tasks queued and 10k, 100k errors (docs/design.md)
+# then the autoscaler against static splits of the same threads (docs/autoscaling.md)
 bench: $(STAMP)
 	$(PY) -m bench.run
 	$(PY) -m bench.many_workers
 	$(PY) -m bench.shards
 	$(PY) -m bench.autoscale
-	$(PY) -m bench.growth
 
 clean:
 	rm -rf $(VENV) .venv-bench build *.egg-info .pytest_cache .mypy_cache .ruff_cache
