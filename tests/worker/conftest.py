@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +22,32 @@ from ztq.worker.worker import Worker
 
 _numbers = itertools.count()
 FAST = {"lease": 2.0, "heartbeat": 0.2, "idle_wait": 0.2, "retry_backoff": 0.05, "grace": 5.0}
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@contextlib.contextmanager
+def worker_processes(
+    redis_url: str, logs: Path, count: int, queue: str
+) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """``count`` worker processes named w0, w1, ... serving ``queue`` (``NAME:THREADS``),
+    quick heartbeats and leases; SIGKILLed by PID at the end."""
+    procs = []
+    try:
+        for i in range(count):
+            log = open(logs / f"w{i}.log", "ab")  # noqa: SIM115 - closed with the process
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "ztq.worker", "--redis", redis_url, "--name", f"w{i}",
+                 "--import", "tests.sample_tasks", "--queue", queue, "--heartbeat", "0.3",
+                 "--lease", "2", "--log-level", "warning"],
+                cwd=ROOT, stdout=log, stderr=log))  # fmt: skip
+        yield procs
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.kill(p.pid, signal.SIGKILL)
+            p.wait(10)
 
 
 def stop_process(proc: subprocess.Popen[bytes]) -> None:

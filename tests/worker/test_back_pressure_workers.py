@@ -4,10 +4,7 @@ both, every task runs exactly once and the ready lists never hold more than the 
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
-import sys
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -17,10 +14,9 @@ import pytest
 
 import ztq.core as ztq
 from tests import sample_tasks as t
-from tests.worker.conftest import wait_for
+from tests.worker.conftest import wait_for, worker_processes
 from ztq.core import monitor
 
-ROOT = Path(__file__).resolve().parents[2]
 Q = "press"
 LIMIT = 5
 TASKS = 120
@@ -30,19 +26,8 @@ pytestmark = pytest.mark.slow
 @pytest.fixture
 def workers(redis_url: str, tmp_path: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
     """Two worker processes, two threads each on queue press."""
-    procs = []
-    for i in range(2):
-        log = open(tmp_path / f"w{i}.log", "ab")  # noqa: SIM115 - closed with the process
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "ztq.worker", "--redis", redis_url, "--name", f"w{i}",
-             "--import", "tests.sample_tasks", "--queue", f"{Q}:2", "--heartbeat", "0.3",
-             "--lease", "2", "--log-level", "warning"],
-            cwd=ROOT, stdout=log, stderr=log))  # fmt: skip
-    yield procs
-    for p in procs:
-        if p.poll() is None:
-            os.kill(p.pid, signal.SIGKILL)
-        p.wait(10)
+    with worker_processes(redis_url, tmp_path, 2, f"{Q}:2") as procs:
+        yield procs
 
 
 @pytest.mark.parametrize("when_full", ["buffer", "block"])

@@ -3,10 +3,7 @@ queue overlap, however many workers and threads serve it; with 2, never more tha
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,28 +11,16 @@ import pytest
 
 import ztq.core as ztq
 from tests import sample_tasks as t
-from tests.worker.conftest import wait_for
+from tests.worker.conftest import wait_for, worker_processes
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
 def workers(redis_url: str, tmp_path: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
     """Three worker processes, two threads each on queue xapian."""
-    procs = []
-    for i in range(3):
-        log = open(tmp_path / f"w{i}.log", "ab")  # noqa: SIM115 - closed with the process
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "ztq.worker", "--redis", redis_url, "--name", f"w{i}",
-             "--import", "tests.sample_tasks", "--queue", "xapian:2", "--heartbeat", "0.3",
-             "--lease", "2", "--log-level", "warning"],
-            cwd=ROOT, stdout=log, stderr=log))  # fmt: skip
-    yield procs
-    for p in procs:
-        if p.poll() is None:
-            os.kill(p.pid, signal.SIGKILL)
-        p.wait(10)
+    with worker_processes(redis_url, tmp_path, 3, "xapian:2") as procs:
+        yield procs
 
 
 def most_at_once(path: Path) -> tuple[int, set[str]]:
