@@ -22,17 +22,25 @@ from ztq.worker.worker import Worker
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def waiter(queue: str = "default") -> str | None:
+def waiter(queue: str = "default", fresh: bool = False) -> str | None:
+    """The worker registered as the queue's waiter; with ``fresh``, only while its
+    registration has more than half a second left (it renews it every ``idle_wait``)."""
     storage = ztq.get_storage()
     raw = storage.client.get(storage.keys.waiter(queue))
-    return None if raw is None else str(raw).split("\t")[0]
+    if raw is None:
+        return None
+    worker, _, _, until = str(raw).split("\t")
+    seconds, micros = storage.client.time()
+    if fresh and int(until) - (seconds * 1000 + micros // 1000) < 500:
+        return None
+    return worker
 
 
 def test_an_idle_executor_gets_the_task_leased_by_the_enqueue(
     start_worker: Callable[..., Worker],
 ) -> None:
-    w = start_worker({"default": 1}, name="idle-1", idle_wait=5.0)
-    wait_for(lambda: waiter() == "idle-1")  # its empty fetch registered it
+    w = start_worker({"default": 1}, name="idle-1", idle_wait=1.0)
+    wait_for(lambda: waiter(fresh=True) == "idle-1")  # its empty fetch registered it
     storage = ztq.get_storage()
     h = t.sleepy.delay(0.5, "")
     rec = storage.record("default", h.id)  # right after the enqueue returned
@@ -46,7 +54,7 @@ def test_an_idle_executor_gets_the_task_leased_by_the_enqueue(
 def test_a_second_idle_executor_waits_on_the_wake_list(
     start_worker: Callable[..., Worker],
 ) -> None:
-    start_worker({"default": 2}, name="two-1", idle_wait=5.0)
+    start_worker({"default": 2}, name="two-1", idle_wait=1.0)
     wait_for(lambda: waiter() == "two-1")
     handles = [t.add.delay(n, 1) for n in range(20)]  # one is handed, the rest woken for
     assert [h.get(timeout=10) for h in handles] == [n + 1 for n in range(20)]
@@ -56,8 +64,8 @@ def test_a_task_handed_to_an_executor_that_stops_goes_back(
     start_worker: Callable[..., Worker],
 ) -> None:
     """A worker paused while a task was handed to its idle thread gives the task back."""
-    w = start_worker({"default": 1, "other": 1}, name="retire-1", idle_wait=5.0)
-    wait_for(lambda: waiter() == "retire-1")
+    w = start_worker({"default": 1, "other": 1}, name="retire-1", idle_wait=1.0)
+    wait_for(lambda: waiter(fresh=True) == "retire-1")
     [ex] = [e for e in w.executors if e.spec.queues == ("default",)]
     storage = ztq.get_storage()
     w.paused.set()  # it takes nothing new: a task handed now is given back at once
