@@ -615,6 +615,18 @@ class Storage:
             made = self._multi_waits[key] = MultiWait(self.client, keys, me)
             return made
 
+    def nudge(self, queues: Sequence[str]) -> None:
+        """A wake-up token on each of ``queues``: executors blocked on them look at their
+        flags now (a stopping worker's) instead of at the end of their wait; another
+        worker's idle executor may wake for nothing, as for any token."""
+        if not queues:
+            return
+        with self.guard():
+            pipe = self.client.pipeline(transaction=False)
+            for key in self.wait_keys(queues):
+                pipe.lpush(key, "1")
+            pipe.execute()
+
     def wait_keys(self, queues: Sequence[str], schedule: bool = False) -> list[str]:
         """The lists :meth:`wait` blocks on, one per queue."""
         name = self.keys.schedule if schedule else self.keys.wake

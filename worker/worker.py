@@ -487,6 +487,9 @@ class Worker:
     def shutdown(self) -> None:
         self.stopping.set()
         self.health.stopping = True
+        idle = {q for ex in self.executors if not ex.busy() for q in ex.wait_queues()}
+        with contextlib.suppress(ZtqError):  # wake the idle ones: no wait of idle_wait
+            self.storage.nudge(sorted(idle))
         deadline = time.monotonic() + self.cfg.grace
         for ex in list(self.executors):
             while ex.is_alive() and time.monotonic() < deadline:

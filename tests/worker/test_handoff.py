@@ -76,6 +76,17 @@ def test_a_task_handed_to_an_executor_that_stops_goes_back(
     assert h.get(timeout=10) == 5 and ex.is_alive()
 
 
+def test_a_stopping_worker_does_not_wait_out_its_idle_threads_blocked_reads(
+    start_worker: Callable[..., Worker],
+) -> None:
+    w = start_worker({"default": 1, "mail": 1}, name="quick-stop", idle_wait=5.0)
+    wait_for(lambda: waiter() == "quick-stop")  # blocked in its read for up to 5 s
+    started = time.monotonic()
+    w.request_stop()
+    wait_for(lambda: not any(ex.is_alive() for ex in w.executors), timeout=10)
+    assert time.monotonic() - started < 2.0
+
+
 @pytest.fixture
 def idle_process(redis_url: str, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
     log = open(tmp_path / "idle.log", "ab")  # noqa: SIM115 - closed with the process
