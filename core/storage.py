@@ -422,8 +422,8 @@ class Storage:
     ) -> Leased | None | bool:
         """Block, as the queue's registered waiter, until an enqueue hands it a task (its
         lease, returned) or a wake-up token arrives (True) or ``timeout`` passes (False).
-        An entry for another executor (one that registered before this one and died) is
-        left to the reaper: its lease runs out."""
+        An entry for another executor (which a registration never allows: it needs an empty
+        hand list) would be dropped here; its task comes back when its lease runs out."""
         timeout = min(max(timeout, 0.001), MAX_BLOCK)
         k = self.keys
         with self.guard():
