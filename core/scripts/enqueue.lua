@@ -26,8 +26,8 @@ local waiting = nil  -- tasks in the ready lists, counted once, when a limit is 
 
 -- The registered idle executor takes the task at once: only when nothing waits before it
 -- (ready lists and buffer empty), the queue is not paused and its running limit has room.
+local registered = redis.call('GET', KEYS[17])  -- read once: only hand_over changes it here
 local function hand_over(id, meta, payload)
-  local registered = redis.call('GET', KEYS[17])
   if not registered then return false end
   local w = fields(registered, 4)
   if tonumber(w[4]) <= now or redis.call('LLEN', KEYS[18]) > 0 or pending(ready, KEYS[1]) > 0
@@ -36,6 +36,7 @@ local function hand_over(id, meta, payload)
   end
   if cfg[3] and redis.call('ZCARD', KEYS[15]) >= tonumber(cfg[3]) then return false end
   redis.call('DEL', KEYS[17])
+  registered = nil
   lease_to(meta, redis.call('INCR', KEYS[16]), w[1], w[2], now)
   save(KEYS[1], id, meta, payload)
   redis.call('ZADD', KEYS[15], now + tonumber(w[3]), id)
