@@ -28,7 +28,7 @@ from ztq.core.errors import ConnectionFailed, InvalidOption
 from ztq.core.keys import Keys, check_physical, shard_names, split_shard
 from ztq.core.queue_limits import KEEP, Keep, QueueLimits
 from ztq.core.record import TaskRecord
-from ztq.core.scripts import SCRIPTS, Op
+from ztq.core.scripts import HELD, SCRIPTS, Op
 from ztq.core.states import Priority
 from ztq.core.waits import MultiWait
 
@@ -598,6 +598,9 @@ class Storage:
         for w in waits:
             w.close()
         if self.client is not None:
+            pool = getattr(self.client, "connection_pool", None)
+            if pool is not None:
+                HELD.drop(pool)
             self.client.close()
 
     def _multi_wait(self, keys: list[str]) -> MultiWait:
