@@ -31,9 +31,10 @@ local function ready_list(ready, prio)
   return ready[prio] or ready['normal']
 end
 
--- at most 16 tokens: enough to wake every idle executor that matters, bounded when none is
-local function wake(key)
-  if redis.call('LLEN', key) < 16 then redis.call('LPUSH', key, '1') end
+-- n tokens (1 if not given), as long as the list holds fewer than 16: enough to wake every
+-- idle executor that matters, bounded when none is
+local function wake(key, n)
+  for _ = 1, math.min(n or 1, 16 - redis.call('LLEN', key)) do redis.call('LPUSH', key, '1') end
 end
 
 -- A run of a queue with a running limit (`max_running` in its config) ended: a slot is free.
@@ -180,7 +181,7 @@ local function room_made(q, limit, when_full, made, most)
   end
   if moved > 0 then wake(q.wake) end
   if when_full == 'block' and limit and free > moved and waiting + made >= limit then
-    for _ = 1, math.min(free - moved, 16) do wake(q.room) end
+    wake(q.room, free - moved)
     redis.call('PEXPIRE', q.room, 2000)
   end
   return moved

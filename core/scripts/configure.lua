@@ -20,7 +20,7 @@ local cfg = redis.call('HMGET', KEYS[1], 'max_pending', 'when_full')
 local moved = room_made({tasks = KEYS[6], ready = ready, overflow = KEYS[7], room = KEYS[8],
   wake = KEYS[2]}, tonumber(cfg[1]), cfg[2], was_full and 1e9 or 0, 1000)
 if not cfg[1] and was_full then  -- no limit any more: free every blocked producer
-  for _ = 1, 16 do wake(KEYS[8]) end
+  wake(KEYS[8], 16)
   redis.call('PEXPIRE', KEYS[8], 2000)
 end
 if pending(ready, KEYS[6]) > 0 then wake(KEYS[2]) end

@@ -23,6 +23,8 @@ local now = now_ms()
 local cfg = redis.call('HMGET', KEYS[11], 'max_pending', 'when_full', 'max_running')
 local limit, when_full = tonumber(cfg[1]), cfg[2] or 'raise'
 local waiting = nil  -- tasks in the ready lists, counted once, when a limit is set
+-- wake tokens owed, pushed once at the end (a batch of 500 tasks: one LLEN, <= 16 LPUSH)
+local woken, scheduled = 0, 0
 
 -- The registered idle executor takes the task at once: only when nothing waits before it
 -- (ready lists and buffer empty), the queue is not paused and its running limit has room.
@@ -86,7 +88,7 @@ local function enqueue(id, payload, prio, delay, first, cron_name, cron_tick)
       end
       meta.state, meta.prio = 'queued', prio
       push_ready(KEYS[1], ready, id, meta, payload, true)
-      wake(KEYS[8])
+      woken = woken + 1
       return 'moved'
     elseif state == 'running' then
       meta.rerun = 1
@@ -111,7 +113,7 @@ local function enqueue(id, payload, prio, delay, first, cron_name, cron_tick)
     meta.state, meta.due = 'delayed', now + delay
     save(KEYS[1], id, meta, payload)
     redis.call('ZADD', KEYS[5], now + delay, id)
-    wake(KEYS[10])  -- a scheduler may have to wake up sooner than it planned
+    scheduled = scheduled + 1  -- a scheduler may have to wake up sooner than it planned
     return 'added'
   end
   if limited then
@@ -123,7 +125,7 @@ local function enqueue(id, payload, prio, delay, first, cron_name, cron_tick)
   if hand_over(id, meta, payload) then return 'added' end
   readied()
   push_ready(KEYS[1], ready, id, meta, payload, first)
-  wake(KEYS[8])
+  woken = woken + 1
   return 'added'
 end
 
@@ -134,4 +136,6 @@ for i = 1, #ARGV, 7 do
   out[#out + 1] = enqueue(id, ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3]),
     ARGV[i + 4] == '1', ARGV[i + 5], ARGV[i + 6])
 end
+if woken > 0 then wake(KEYS[8], woken) end
+if scheduled > 0 then wake(KEYS[10], scheduled) end
 return out

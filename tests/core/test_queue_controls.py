@@ -134,3 +134,27 @@ def test_the_doc_examples_run_as_they_say(
     specs = {s.name: s for s in load_config(tmp_path / "w.ini").threads}
     assert (specs["fast"].queues, specs["fast"].fair) == (("urgent", "default"), False)
     assert (specs["mixed"].queues, specs["mixed"].fair) == (("mail", "reports", "pdf"), True)
+
+
+def test_an_enqueue_wakes_one_idle_worker_per_task_up_to_16_tokens(storage: Storage) -> None:
+    """A batch pushes its tokens once, at the end of its script call: one per task for now
+    (and per task moved to the head), as many as fit under 16; a delayed task wakes the
+    scheduler instead."""
+    storage.client.delete(storage.keys.wake(Q))
+    fill(3)
+    assert wake_tokens(storage) == 3
+    with ztq.transaction():
+        for i in range(2, 8):  # 2 exists: no token
+            t.serial_write.delay("/dev/null", i)
+        t.serial_write.enqueue(("/dev/null", 0), first=True)  # moved: one more
+    assert wake_tokens(storage) == 9
+    with ztq.transaction():
+        for i in range(10, 30):
+            t.serial_write.delay("/dev/null", i)
+    assert wake_tokens(storage) == 16
+    schedule = storage.keys.schedule(Q)
+    storage.client.delete(schedule)
+    with ztq.transaction():
+        for i in range(3):
+            t.serial_write.enqueue(("/dev/null", 100 + i), delay=60)
+    assert wake_tokens(storage) == 16 and storage.client.llen(schedule) == 3
