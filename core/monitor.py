@@ -542,6 +542,7 @@ def search(
     qi, hc = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
     rows: list[Row] = []
     scanned = 0
+    may_match = getattr(match, "may_match", None)  # rules records out before parsing them
     while qi < len(queues) and scanned < budget and len(rows) < limit:
         q = queues[qi]
         with storage.guard():
@@ -550,6 +551,8 @@ def search(
             if i.startswith("#"):  # the ready lists' leftover marks (pending_page)
                 continue
             scanned += 1
+            if may_match is not None and not may_match(i, raw):
+                continue
             rec = TaskRecord.from_raw(q, i, raw)
             if match(rec):
                 rows.append(Row(q, i, rec))

@@ -1,0 +1,82 @@
+"""The console's search rules records out from their raw text before parsing them
+(core/filters.py, TaskMatch.may_match): the same rows as matching every parsed record, for
+texts in any field, of records written by ztq's scripts, by other clients and broken ones."""
+
+from __future__ import annotations
+
+import pytest
+
+import ztq.core as ztq
+from tests import sample_tasks as t
+from ztq.core import monitor, record
+from ztq.core.filters import TaskMatch, task_matcher
+from ztq.core.record import TaskRecord
+from ztq.core.storage import Storage
+
+Q = "default"
+
+
+def records(storage: Storage) -> list[str]:
+    """Records of every shape the search meets; returns their ids."""
+    ids = [t.add.delay(i, 1000 + i).id for i in range(40)]
+    ids.append(t.send.delay('Ünïcode/path "quoted" text').id)
+    failing = t.add.delay(7, 7007)
+    leases = storage.fetch(Q, "w", "t", 60_000, 100)
+    lease = next(x for x in leases if x.id == failing.id)
+    storage.fail(Q, "w", lease.id, lease.token, "tests.sample_tasks.add",
+                 'IOError: disk /dev/sda1 is "full"', "Traceback: at /srv/app.py")  # fmt: skip
+    tasks = storage.keys.tasks(Q)
+    others = {  # written by hand: another client's escapes, broken records
+        "e" * 32: '{"state":"error","error":"\\u0041lpha failed"}\n'
+        '{"task":"other.client","args":["caf\\u00e9 Zebra"]}',
+        "b" * 32: "not a record at all: zebra",
+        "c" * 32: '{"state":"queued"}\n{"args":[1]}',
+    }
+    storage.client.hset(tasks, mapping=others)
+    return [*ids, failing.id, *others]
+
+
+NEEDLES = [
+    "add", "ADD", "sample_tasks.send", "1007", "[3,", "disk", "/dev/sda1", 'is "full"',
+    "sda1", "srv", "app.py", "ünïcode", "CAFÉ", "café", "zebra", "other.client", "?",
+    "payloaderror", "no meta line", "alpha", "eeee", "bbbbbbbb", "queued", "error", "nothing-here",
+    "1 0",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("needle", NEEDLES)
+def test_a_search_finds_what_matching_every_record_finds(storage: Storage, needle: str) -> None:
+    records(storage)
+    fast = task_matcher(text=needle)
+    assert isinstance(fast, TaskMatch)
+
+    def parsed_only(rec: TaskRecord) -> bool:  # no may_match: every record parsed
+        return fast(rec)
+
+    def found(match: monitor.Match) -> list[str]:
+        return sorted(r.id for r in monitor.search(storage, match, limit=500).rows)
+
+    assert found(fast) == found(parsed_only)
+    task_only = task_matcher(task=needle)
+    assert task_only is not None
+    assert found(task_only) == found(lambda rec: task_only(rec))
+
+
+def test_a_search_parses_only_the_records_that_may_match(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    storage = ztq.get_storage()
+    ids = records(storage)
+    parsed: list[str] = []
+    real = TaskRecord.from_raw
+
+    def counted(queue: str, task_id: str, raw: str) -> TaskRecord:
+        parsed.append(task_id)
+        return real(queue, task_id, raw)
+
+    monkeypatch.setattr(record.TaskRecord, "from_raw", staticmethod(counted))
+    match = task_matcher(text="1007")
+    assert match is not None
+    rows = monitor.search(storage, match, limit=500).rows
+    escaped = "e" * 32  # a \\u escape in its raw text: left to the parsed match
+    assert [r.id for r in rows] == [ids[7]] and sorted(parsed) == sorted([ids[7], escaped])
