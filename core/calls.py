@@ -7,12 +7,14 @@ callback carries its own options and callbacks).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
 import re
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -320,9 +322,15 @@ class TaskCall:
     # -- sending -----------------------------------------------------------------------------
     def enqueue(self) -> TaskHandle:
         """Send the call now, or buffer it when a transaction is open."""
-        from ztq.core.enqueue import send
+        return _send()(self)
 
-        return send(self)
+
+@functools.cache
+def _send() -> Callable[[TaskCall], TaskHandle]:
+    """``ztq.core.enqueue.send``, imported on first use (it imports this module)."""
+    from ztq.core.enqueue import send
+
+    return send
 
 
 class CallTemplate:

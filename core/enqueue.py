@@ -13,7 +13,7 @@ from ztq.core.handle import TaskHandle, app_or_default
 from ztq.core.keys import shard_for
 from ztq.core.queue_limits import RoomWait, send_until_room
 from ztq.core.scripts import Op
-from ztq.core.storage import EnqueueEntry, Storage
+from ztq.core.storage import EnqueueArgs, Storage
 from ztq.core.transaction import current_buffer
 
 if TYPE_CHECKING:
@@ -23,11 +23,11 @@ log = logging.getLogger(__name__)
 CHUNK = 500  # tasks per script call in a batch: Redis stays responsive (a few ms per call)
 
 
-def entry(call: TaskCall, task_id: str, cron: tuple[str, int] | None = None) -> EnqueueEntry:
+def entry(call: TaskCall, task_id: str, cron: tuple[str, int] | None = None) -> EnqueueArgs:
+    """What ``Storage.enqueue_op`` needs of a call: a plain tuple in ``EnqueueEntry``'s
+    order (a transaction makes one per task; a named tuple cost more)."""
     name, tick = cron or ("", 0)
-    return EnqueueEntry(
-        task_id, call.payload(), call.priority, call.delay_ms(), call.first, name, tick
-    )
+    return (task_id, call.payload(), call.priority, call.delay_ms(), call.first, name, tick)
 
 
 def placed(app: App, call: TaskCall, task_id: str, storage: Storage) -> str:
@@ -101,9 +101,22 @@ def send_many(items: Sequence[tuple[TaskCall, str]]) -> list[TaskHandle]:
     :class:`QueueFull` lists the ones refused."""
     by_conn: dict[Storage, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
     apps = [app_or_default(call.app) for call, _ in items]
+    # a transaction's tasks mostly share an app, a connection and a queue: each looked up once
+    storages: dict[tuple[int, str], Storage] = {}
+    unsharded: dict[tuple[int, str, str, int | None], str] = {}
     for pos, (call, task_id) in enumerate(items):
-        storage = apps[pos].connections.get(call.connection)
-        by_conn[storage][placed(apps[pos], call, task_id, storage)].append(pos)
+        app = apps[pos]
+        key = (id(app), call.connection)
+        storage = storages.get(key) or storages.setdefault(
+            key, app.connections.get(call.connection)
+        )
+        where = (*key, call.queue, call.shards)
+        queue = unsharded.get(where)
+        if queue is None:
+            queue = placed(app, call, task_id, storage)
+            if (call.shards or app.registry.shards(call.queue)) == 1:
+                unsharded[where] = queue  # else each task's shard follows from its id
+        by_conn[storage][queue].append(pos)
     handles: list[TaskHandle | None] = [None] * len(items)
     refused: list[QueueFull] = []
     for storage, by_queue in by_conn.items():

@@ -80,6 +80,10 @@ class EnqueueEntry(NamedTuple):
     cron_tick_ms: int = 0
 
 
+# An EnqueueEntry's fields as a plain tuple, in its order (enqueue_op reads either)
+EnqueueArgs = tuple[str, str, Priority | str, int, bool, str, int]
+
+
 class Reaped(NamedTuple):
     items: list[tuple[str, str, str]]  # (id, worker that lost it, 'ready' or 'error')
     next_deadline: int | None  # the earliest lease deadline left (Redis clock, ms)
@@ -377,17 +381,17 @@ class Storage:
             return sum(int(n) for n in counts) - sum(int(n or 0) for n in left)
 
     # -- enqueue -----------------------------------------------------------------------------
-    def enqueue_op(self, queue: str, entries: Sequence[EnqueueEntry]) -> Op:
+    def enqueue_op(self, queue: str, entries: Sequence[EnqueueArgs]) -> Op:
         """One script call that enqueues ``entries`` (all of ``queue``) in order.
 
         The reply is ``[id, outcome, id, outcome, ...]``; see ``scripts/enqueue.lua``.
         """
         keys = self._key_list("enqueue", queue)
         args: list[Any] = []
-        for e in entries:
-            level = e.priority.value if isinstance(e.priority, Priority) else e.priority
-            args += [e.id, e.payload, level, max(0, int(e.delay_ms)), int(e.first), e.cron_name,
-                     int(e.cron_tick_ms)]  # fmt: skip
+        for tid, payload, prio, delay_ms, first, cron_name, cron_tick_ms in entries:
+            level = prio.value if isinstance(prio, Priority) else prio
+            args += [tid, payload, level, max(0, int(delay_ms)), int(first), cron_name,
+                     int(cron_tick_ms)]  # fmt: skip
         return ("enqueue", keys, args)
 
     # -- worker side -------------------------------------------------------------------------

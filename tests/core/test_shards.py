@@ -157,3 +157,22 @@ def test_the_scaling_doc_example_runs_as_it_says(storage: Storage) -> None:
     h = namespace["h"]
     assert printed == [h.queue] and h.queue == keys.shard_for("hot", h.id, 3)
     assert storage.shards_of("hot") == list(SHARDS)
+
+
+def test_one_transaction_places_each_task_of_many_queues_and_shard_counts(
+    storage: Storage,
+) -> None:
+    """send_many looks each (app, connection, queue, shards) up once: tasks of a sharded
+    queue, of plain queues and of one queue sent with and without a shard count, mixed."""
+    with ztq.transaction() as handles:
+        for n in range(4):
+            t.spread.delay(n)  # 'hot': 3 shards, from the task
+            t.add.delay(n, 0)  # 'default'
+            t.add.prepare((n, 1), queue="wide", shards=4).enqueue()
+            t.add.prepare((n, 2), queue="wide").enqueue()  # 'wide' itself
+    want = [3, 1, 4, 1] * 4
+    assert len(handles) == 16
+    for h, shards in zip(handles, want, strict=True):
+        base = keys.split_shard(h.queue)[0]
+        assert h.queue == keys.shard_for(base, h.id, shards)
+        assert storage.record(h.queue, h.id) is not None
