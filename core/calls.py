@@ -45,11 +45,47 @@ def check_task_id(task_id: str) -> str:
     return task_id
 
 
+class _Encoder:
+    """A ``json.JSONEncoder`` whose C encoder is built once: ``JSONEncoder.encode`` builds
+    one per call, two thirds of encoding a short argument list (a transaction encodes one
+    per task). Top-level strings and numbers, and Pythons without the C encoder, take the
+    plain path; after an error the C encoder is built again (its circular-reference marks
+    may be left over)."""
+
+    def __init__(self, **options: Any) -> None:
+        self.plain = json.JSONEncoder(**options)
+        self._fast = self._build()
+
+    def _build(self) -> Callable[[Any, int], Any] | None:
+        e = self.plain
+        make = getattr(json.encoder, "c_make_encoder", None)
+        if make is None:
+            return None
+        basic = (
+            json.encoder.encode_basestring_ascii
+            if e.ensure_ascii
+            else json.encoder.encode_basestring
+        )
+        try:
+            return make({}, e.default, basic, e.indent, e.key_separator, e.item_separator,  # type: ignore[no-any-return]
+                        e.sort_keys, e.skipkeys, e.allow_nan)  # fmt: skip
+        except TypeError:  # another signature: the plain path
+            return None
+
+    def encode(self, value: Any) -> str:
+        fast = self._fast
+        if fast is None or type(value) not in (list, dict):
+            return self.plain.encode(value)
+        try:
+            return "".join(fast(value, 0))
+        except BaseException:
+            self._fast = self._build()
+            raise
+
+
 # one encoder each, built once: json.dumps with options builds a new encoder per call
-_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-_CANONICAL = json.JSONEncoder(
-    separators=(",", ":"), ensure_ascii=True, allow_nan=False, sort_keys=True
-)
+_COMPACT = _Encoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+_CANONICAL = _Encoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False, sort_keys=True)
 
 
 def encode_json(value: Any, what: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
@@ -159,3 +160,25 @@ def test_the_template_follows_the_tasks_options_and_refuses_what_prepare_refuses
         t.add.template().call((object(),), {})
     with pytest.raises(InvalidOption, match="ztq_queue is ZTQ's option"):
         t.add.template().call((), {"ztq_queue": "x"})
+
+
+def test_the_prebuilt_json_encoders_write_what_json_writes() -> None:
+    """core/calls.py builds its C encoders once: same text, same errors, as JSONEncoder."""
+    from ztq.core.calls import _CANONICAL, _COMPACT
+
+    def run(encode: Any, value: Any) -> tuple[str, str]:
+        try:
+            return "ok", encode(value)
+        except Exception as exc:
+            return type(exc).__name__, str(exc)
+
+    loop: list[Any] = []
+    loop.append(loop)
+    values = [
+        [1, 2.5, "é\u2028", None, True, {"b": 1, "a": [1e300, -0.0]}], {"x": {1: 2, "y": [[]]}},
+        loop, [], {}, "top-level é", 5, [float("nan")], [object()], {(1, 2): 3},
+        {1: "a", 2.5: "b", None: 1, False: 2}, [1, 2, 3],
+    ]  # fmt: skip
+    for value in values:
+        for encoder in (_COMPACT, _CANONICAL):
+            assert run(encoder.encode, value) == run(encoder.plain.encode, value), value
