@@ -40,6 +40,7 @@ def test_options_do_not_change_the_id_but_unique_false_does() -> None:
     assert t.add.prepare((1, 2), priority="high", delay=5).resolve_id() == base
     ids = {t.add.prepare((1, 2), unique=False).resolve_id() for _ in range(3)}
     assert len(ids) == 3 and base not in ids
+    assert all(len(i) == 32 and set(i) <= set("0123456789abcdef") for i in ids)
 
 
 def test_names_are_module_qualified() -> None:
