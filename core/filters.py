@@ -68,7 +68,12 @@ class TaskMatch:
         not match, and parsing each was most of its time. Texts with a space (they may
         span two of the fields joined above), a quote, a backslash, a slash or a
         non-ASCII character, and records with a ``\\u`` escape, are left to the match on
-        the parsed record."""
+        the parsed record. A state other than error and none is read from the meta line
+        as ztq's scripts write it (``"state":"<state>"``, once): a record whose meta line
+        does not parse is in error, one without a valid state in none, so those two are
+        left to the parsed record."""
+        if self.state not in ("", "error", "none") and not _state_may_be(raw, self.state):
+            return False
         if (self._task_raw or self._text_raw) and "\\u" not in raw:  # no escaped character
             low = raw.lower()
             if self._task_raw and self._task_raw not in low:
@@ -76,6 +81,17 @@ class TaskMatch:
             if self._text_raw and self._text_raw not in low:
                 return self._text_raw in task_id.lower()
         return True
+
+
+def _state_may_be(raw: str, state: str) -> bool:
+    """False when the meta line of ``raw`` names another state: it holds ``"state":"``
+    exactly once (cjson writes no spaces; a nested ``state`` in a field such as progress
+    makes it twice: then, as for any other writer, only the parsed record can tell)."""
+    meta = raw.partition("\n")[0]
+    at = meta.find('"state":"')
+    if at < 0 or meta.find('"state":"', at + 9) >= 0:
+        return True
+    return meta[at + 9 : meta.find('"', at + 9)] == state
 
 
 def fields_matcher(**wanted: str) -> Callable[[dict[str, str]], bool] | None:

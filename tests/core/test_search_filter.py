@@ -25,12 +25,19 @@ def records(storage: Storage) -> list[str]:
     lease = next(x for x in leases if x.id == failing.id)
     storage.fail(Q, "w", lease.id, lease.token, "tests.sample_tasks.add",
                  'IOError: disk /dev/sda1 is "full"', "Traceback: at /srv/app.py")  # fmt: skip
+    ids += [t.add.delay(i, 2000 + i).id for i in range(5)]  # queued
+    ids += [t.add.enqueue((i, 3000 + i), delay=600).id for i in range(2)]  # delayed
     tasks = storage.keys.tasks(Q)
-    others = {  # written by hand: another client's escapes, broken records
+    others = {  # written by hand: another client's escapes and spacing, broken records
         "e" * 32: '{"state":"error","error":"\\u0041lpha failed"}\n'
         '{"task":"other.client","args":["caf\\u00e9 Zebra"]}',
         "b" * 32: "not a record at all: zebra",
         "c" * 32: '{"state":"queued"}\n{"args":[1]}',
+        "d" * 32: '{"state": "done", "result": 1}\n{"task":"other.spaced","args":[]}',
+        "f" * 32: '{"progress":{"state":"done"},"state":"running"}\n{"task":"x.nested"}',
+        "a" * 32: '{"state":"queued"\n{"task":"x.broken.meta","args":[]}',
+        "9" * 32: '{"state":"bogus"}\n{"task":"x.bogus","args":[]}',
+        "8" * 32: '{"progress":{"state":"done"}}\n{"task":"x.stateless","args":[]}',
     }
     storage.client.hset(tasks, mapping=others)
     return [*ids, failing.id, *others]
@@ -60,6 +67,23 @@ def test_a_search_finds_what_matching_every_record_finds(storage: Storage, needl
     task_only = task_matcher(task=needle)
     assert task_only is not None
     assert found(task_only) == found(lambda rec: task_only(rec))
+
+
+@pytest.mark.parametrize("state", ["queued", "delayed", "running", "error", "done", "none"])
+def test_a_search_by_state_finds_what_matching_every_record_finds(
+    storage: Storage, state: str
+) -> None:
+    records(storage)
+    for text in ("", "add", "x."):
+        fast = task_matcher(text=text, state=state)
+        assert fast is not None
+
+        def parsed_only(rec: TaskRecord, fast: TaskMatch = fast) -> bool:
+            return fast(rec)
+
+        rows = [sorted(r.id for r in monitor.search(storage, m, limit=500).rows)
+                for m in (fast, parsed_only)]  # fmt: skip
+        assert rows[0] == rows[1], (state, text)
 
 
 def test_a_search_parses_only_the_records_that_may_match(
