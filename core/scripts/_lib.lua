@@ -86,10 +86,11 @@ local function level_of(prio)
 end
 
 -- The entry to push for `id` into `list`; the record (`meta`, saved by the caller) keeps it
--- when it is not the id itself.
-local function entry_for(tasks, list, id, meta)
+-- when it is not the id itself. `unmarked`: the caller knows the list holds no leftover
+-- (its `#<list>` count is absent), so no mark is looked for.
+local function entry_for(tasks, list, id, meta, unmarked)
   local entry, n = id, 0
-  while redis.call('HEXISTS', tasks, '#' .. list .. ':' .. entry) == 1 do
+  while not unmarked and redis.call('HEXISTS', tasks, '#' .. list .. ':' .. entry) == 1 do
     n = n + 1
     entry = id .. '#' .. n
   end
@@ -98,16 +99,16 @@ local function entry_for(tasks, list, id, meta)
 end
 
 -- Save a record and push its entry to the head or the tail of a list.
-local function push_entry(tasks, key, list, id, meta, payload, head)
-  local entry = entry_for(tasks, list, id, meta)
+local function push_entry(tasks, key, list, id, meta, payload, head, unmarked)
+  local entry = entry_for(tasks, list, id, meta, unmarked)
   save(tasks, id, meta, payload)
   redis.call(head and 'LPUSH' or 'RPUSH', key, entry)
 end
 
 -- ... of the ready list of its priority (ready: {high=KEY, normal=KEY, low=KEY})
-local function push_ready(tasks, ready, id, meta, payload, head)
+local function push_ready(tasks, ready, id, meta, payload, head, unmarked)
   local level = level_of(meta.prio)
-  push_entry(tasks, ready[level], level, id, meta, payload, head)
+  push_entry(tasks, ready[level], level, id, meta, payload, head, unmarked)
 end
 
 -- The task left `list` (deleted, moved) with its entry still in it: mark the entry.

@@ -26,6 +26,17 @@ local waiting = nil  -- tasks in the ready lists, counted once, when a limit is 
 -- wake tokens owed, pushed once at the end (a batch of 500 tasks: one LLEN, <= 16 LPUSH)
 local woken, scheduled = 0, 0
 
+-- Per ready list: it holds no leftover, so a new entry needs no look for marks (read once,
+-- when first needed: a batch saves a call per task).
+local unmarked = nil
+local function no_marks(level)
+  if not unmarked then
+    local m = redis.call('HMGET', KEYS[1], '#high', '#normal', '#low')
+    unmarked = {high = not m[1], normal = not m[2], low = not m[3]}
+  end
+  return unmarked[level]
+end
+
 -- The registered idle executor takes the task at once: only when nothing waits before it
 -- (ready lists and buffer empty), the queue is not paused and its running limit has room.
 local registered = redis.call('GET', KEYS[17])  -- read once: only hand_over changes it here
@@ -78,6 +89,7 @@ local function enqueue(id, payload, prio, delay, first, cron_name, cron_tick)
       -- the old entry stays where it is, marked as a leftover (no LREM: see _lib.lua)
       if state == 'queued' then
         leave(KEYS[1], level_of(meta.prio), id, meta)
+        if unmarked then unmarked[level_of(meta.prio)] = false end
       elseif state == 'overflow' then
         leave(KEYS[1], 'overflow', id, meta)
         readied()
@@ -87,7 +99,7 @@ local function enqueue(id, payload, prio, delay, first, cron_name, cron_tick)
         readied()
       end
       meta.state, meta.prio = 'queued', prio
-      push_ready(KEYS[1], ready, id, meta, payload, true)
+      push_ready(KEYS[1], ready, id, meta, payload, true, no_marks(level_of(prio)))
       woken = woken + 1
       return 'moved'
     elseif state == 'running' then
@@ -124,7 +136,7 @@ local function enqueue(id, payload, prio, delay, first, cron_name, cron_tick)
   end
   if hand_over(id, meta, payload) then return 'added' end
   readied()
-  push_ready(KEYS[1], ready, id, meta, payload, first)
+  push_ready(KEYS[1], ready, id, meta, payload, first, no_marks(level_of(meta.prio)))
   woken = woken + 1
   return 'added'
 end
