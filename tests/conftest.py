@@ -6,6 +6,7 @@ flushing is done only on those servers.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,6 +31,20 @@ def _no_ztq_settings_from_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
     # an app a test forgot to connect fails on a closed port instead of writing to a Redis
     # the tests did not start (the machine's own on 6379)
     monkeypatch.setenv("ZTQ_REDIS_URL", "redis://127.0.0.1:1/0")
+
+
+@pytest.fixture(autouse=True)
+def _no_log_handler_left_behind() -> Iterator[None]:
+    """A command run in-process (``cli.main``) installs ztq's log handler on the stream
+    pytest captures for that test; left there, later tests' worker threads log into it and
+    the last lines fail to flush into the closed stream at exit."""
+    yield
+    from ztq.worker.logs import HANDLER
+
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if h.get_name() == HANDLER]:
+        root.removeHandler(handler)
+        handler.close()
 
 
 @pytest.fixture(scope="session")

@@ -21,6 +21,7 @@ class LocalCluster:
                     "--cluster-enabled", "yes",
                     "--cluster-config-file", "nodes.conf",
                     "--cluster-node-timeout", str(node_timeout_ms),
+                    "--repl-diskless-sync-delay", "0",  # replicas sync at once, not after 5 s
                 ]
             )
             for _ in range(masters * (1 + replicas))

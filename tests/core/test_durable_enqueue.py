@@ -21,7 +21,7 @@ from ztq.worker.embedded import RedisProcess
 @pytest.fixture
 def pair() -> Iterator[tuple[RedisProcess, RedisProcess]]:
     """A master and its replica, in sync."""
-    master = RedisProcess().start()
+    master = RedisProcess(extra=["--repl-diskless-sync-delay", "0"]).start()  # sync now, not in 5 s
     replica = RedisProcess(extra=["--replicaof", "127.0.0.1", str(master.port)])
     try:
         replica.start()
@@ -31,6 +31,13 @@ def pair() -> Iterator[tuple[RedisProcess, RedisProcess]]:
             assert time.monotonic() < deadline, "the replica did not sync"
             time.sleep(0.05)
         client.close()
+        # and it confirms writes: after a sync the master counts it for WAIT from its first
+        # ack on (sent once a second), which this waits for
+        admin = redis.Redis(port=master.port)
+        admin.set("synced", 1)  # writes for WAIT to wait on, that leave nothing behind
+        admin.delete("synced")
+        assert admin.wait(1, 15_000) == 1, "the replica does not acknowledge writes"
+        admin.close()
         yield master, replica
     finally:
         replica.stop()

@@ -107,7 +107,7 @@ def test_a_timeout_cancels_the_coroutine_and_the_loop_goes_on(start_worker) -> N
 
 
 def test_an_operator_kills_one_run_of_many(start_worker, tmp_path: Path) -> None:
-    worker = start_worker({"crawl": 10}, pool="async", **IMPORTS)
+    worker = start_worker({"crawl": 10}, pool="async", grace=0.5, **IMPORTS)  # t2 hangs on
     storage = ztq.get_storage()
     marker = tmp_path / "started"
     victims = [hang.enqueue((f"t{i}", str(marker))) for i in range(3)]

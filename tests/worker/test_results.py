@@ -43,7 +43,7 @@ def test_a_failure_raises_the_remote_error_after_the_retries(start_worker, tmp_p
 
 
 def test_not_finished_times_out_and_an_unknown_id_is_not_found(start_worker) -> None:
-    start_worker()
+    start_worker(grace=0.5)  # the 30 s run is not waited for at the end
     h = t.sleepy.delay(30, "")
     with pytest.raises(ResultTimeout, match="had not finished after 0.3s"):
         h.get(timeout=0.3)
