@@ -80,14 +80,12 @@ WHY = {
     "lat_p99": "Same path as p50; the tail is scheduling noise on a 2-core machine.",
     "mem": (
         "Each queued task is one field of the queue's `tasks` hash (the 32-character id, then "
-        "`<meta JSON>\\n<payload JSON>`) plus the id again in a `ready` list. Measured with "
-        "records of the same sizes written directly (100,000 tasks): 237 B as stored; 221 B "
-        'without `"state":"queued"` in the meta; 205 B with the meta cut to the bare '
-        "enqueue time; 189 B with no meta at all. The id twice (hash field and list entry, "
-        "about 75 B with their headers) and the hash entry (24 B plus its bucket) are the "
-        "floor of this layout: reaching 200 B needs both a queued record without JSON meta "
-        "and ids stored as 16 raw bytes (about 30 B less), a change of the key layout and "
-        "of every script, not made in this issue."
+        "the bare enqueue time and the payload list `[task, args]`: docs/design.md, *The "
+        "record*) plus the id again in a `ready` list. What is left is this layout's floor: "
+        "the id twice (hash field and list entry, about 75 B with their headers), the hash "
+        "entry (24 B plus its bucket) and the record's allocation (64 B for the benchmark's "
+        "no-op). Less needs ids stored as 16 raw bytes (about 30 B less), a change of the key "
+        "layout and of every script."
     ),
 }
 

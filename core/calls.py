@@ -287,12 +287,14 @@ class TaskCall:
         return self._payload
 
     def _encode_payload(self) -> str:
-        data: dict[str, Any] = {"task": self.task, "args": list(self.args)}
-        if self.kwargs:  # absent means {} (memory: every queued task carries its payload)
-            data["kwargs"] = self.kwargs
+        """``[task, args, kwargs, opts]``, without the empty ones at the end: every queued
+        task carries its payload, and a list spends no bytes on keys (ztq.core.record)."""
+        data: list[Any] = [self.task, list(self.args)]
         opts = self.options_dict()
+        if self.kwargs or opts:
+            data.append(self.kwargs)
         if opts:
-            data["opts"] = opts
+            data.append(opts)
         return encode_json(data, f"arguments of {self.task}")
 
     def to_dict(self) -> dict[str, Any]:
@@ -379,12 +381,12 @@ class CallTemplate:
     def __init__(self, base: TaskCall) -> None:
         self.base = base  # validated by TaskCall(), with no arguments
         self.fields = dict(base.__dict__)
-        task = _COMPACT.encode(base.task)
-        self.head = '{"task":' + task + ',"args":'
+        self.head = "[" + _COMPACT.encode(base.task) + ","
         opts = base.options_dict()
-        self.tail = (
-            ',"opts":' + encode_json(opts, f"options of {base.task}") if opts else ""
-        ) + "}"
+        opts_json = encode_json(opts, f"options of {base.task}") if opts else ""
+        # after the kwargs, or with none: after an empty one when options follow
+        self.tail = ("," + opts_json if opts else "") + "]"
+        self.tail_no_kwargs = (",{}," + opts_json if opts else "") + "]"
         self.dedup = base.unique and base.id is None
         queue_task = _CANONICAL.encode(base.queue) + ',"task":' + _CANONICAL.encode(base.task)
         self.id_tail = ',"queue":' + queue_task + "}"
@@ -400,13 +402,14 @@ class CallTemplate:
         what = f"arguments of {self.base.task}"
         listed = list(args)
         args_json = encode_json(listed, what)
-        payload = self.head + args_json
         if kwargs:
-            payload += ',"kwargs":' + encode_json(kwargs, what)
+            payload = self.head + args_json + "," + encode_json(kwargs, what) + self.tail
+        else:
+            payload = self.head + args_json + self.tail_no_kwargs
         call: TaskCall = object.__new__(TaskCall)
         values = call.__dict__
         values.update(self.fields)
-        values["args"], values["kwargs"], values["_payload"] = args, kwargs, payload + self.tail
+        values["args"], values["kwargs"], values["_payload"] = args, kwargs, payload
         if self.dedup:
             # canonical JSON: sorted keys, ASCII only; flat ASCII arguments encode the same
             # both ways (but DEL, which only the ASCII encoder escapes)

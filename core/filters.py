@@ -69,7 +69,8 @@ class TaskMatch:
         span two of the fields joined above), a quote, a backslash, a slash or a
         non-ASCII character, and records with a ``\\u`` escape, are left to the match on
         the parsed record. A state other than error and none is read from the meta line
-        as ztq's scripts write it (``"state":"<state>"``, once): a record whose meta line
+        as ztq's scripts write it (``"state":"<state>"``, once, or the bare enqueue time of
+        a queued task: ztq.core.record): a record whose meta line
         does not parse is in error, one without a valid state in none, so those two are
         left to the parsed record."""
         if self.state not in ("", "error", "none") and not _state_may_be(raw, self.state):
@@ -88,6 +89,8 @@ def _state_may_be(raw: str, state: str) -> bool:
     exactly once (cjson writes no spaces; a nested ``state`` in a field such as progress
     makes it twice: then, as for any other writer, only the parsed record can tell)."""
     meta = raw.partition("\n")[0]
+    if meta.isdigit() and meta.isascii():  # the bare enqueue time of a waiting task
+        return state == "queued"
     at = meta.find('"state":"')
     if at < 0 or meta.find('"state":"', at + 9) >= 0:
         return True

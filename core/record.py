@@ -2,11 +2,17 @@
 
 Stored form (one hash field per task, see ``scripts/_lib.lua``)::
 
-    {"state":"queued","enqueued":1763800000000,...}\n{"task":"app.mail.send","args":[...],...}
+    {"state":"running","enqueued":1763800000000,...}\n["app.mail.send",[...],{...},{...}]
+    1763800000000\n["app.mail.send",[...]]
 
-The first line is the meta JSON that Lua scripts rewrite on every state move; the second is
-the payload JSON written once by :func:`ztq.core.calls.TaskCall.payload` and never decoded in
-Lua.
+The first line is the meta JSON that Lua scripts rewrite on every state move, or, for a task
+that waits as it was enqueued (``{"state":"queued","enqueued":<ms>}`` and nothing else), the
+bare enqueue time. The second is the payload written once by
+:func:`ztq.core.calls.TaskCall.payload` and never decoded in Lua: ``[task, args]``, then
+kwargs and options when a call has them. Both short forms exist for memory: a long queue is
+mostly such records, and JSON keys were a third of each (docs/design.md, "The record").
+Records in the longer forms (meta JSON, a payload object ``{"task":...,"args":...}``),
+written by earlier versions or by another client, read the same.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ from ztq.core.states import TaskState
 def split_record(raw: str) -> tuple[dict[str, Any], str]:
     """Split a stored record into its meta dict and its payload text."""
     meta_text, sep, payload = raw.partition("\n")
+    if meta_text.isdigit() and meta_text.isascii():  # a task waiting as enqueued
+        return {"state": "queued", "enqueued": int(meta_text)}, payload
     try:
         meta = json.loads(meta_text)
     except ValueError:
@@ -31,12 +39,20 @@ def split_record(raw: str) -> tuple[dict[str, Any], str]:
     return meta, payload
 
 
+PAYLOAD_FIELDS = ("task", "args", "kwargs", "opts")  # the order of the list form
+
+
 def decode_payload(text: str) -> dict[str, Any]:
-    """Parse a payload; a clear :class:`PayloadError` if it is not a task payload."""
+    """Parse a payload (list or object form) into ``{"task", "args", "kwargs"?, "opts"?}``;
+    a clear :class:`PayloadError` if it is not a task payload."""
     try:
         data = json.loads(text)
     except ValueError as exc:
         raise PayloadError(f"task payload is not valid JSON: {exc}") from exc
+    if isinstance(data, list):
+        if not 2 <= len(data) <= len(PAYLOAD_FIELDS):
+            raise PayloadError("task payload list must be [task, args, kwargs?, options?]")
+        data = dict(zip(PAYLOAD_FIELDS, data, strict=False))
     if not isinstance(data, dict) or not isinstance(data.get("task"), str):
         raise PayloadError("task payload must be a JSON object with a 'task' name")
     if not isinstance(data.get("args", []), list) or not isinstance(data.get("kwargs", {}), dict):

@@ -10,6 +10,7 @@ import json
 import time
 from typing import Any
 
+from ztq.core.record import decode_payload
 from ztq.core.storage import Finished, Storage
 from ztq.core.workers import BAND, log_event, publish_cron_entries, write_heartbeat
 
@@ -38,7 +39,7 @@ def work(
     leases = storage.fetch(queue, worker, thread, 60_000, limit)
     finished = []
     for lease in leases:
-        payload = json.loads(lease.payload)
+        payload = decode_payload(lease.payload)
         if hold is not None and hold(payload):
             continue
         message = fail(payload) if fail is not None else None

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from webtest import TestApp
 
 import ztq.core as ztq
@@ -11,6 +9,7 @@ from tests import sample_tasks as t
 from tests.console import scenario
 from tests.console.conftest import post
 from ztq.core import streams
+from ztq.core.record import decode_payload
 from ztq.core.storage import Storage
 from ztq.core.workers import disabled_cron, take_commands
 
@@ -249,7 +248,7 @@ def test_run_a_cron_entry_now(operator: TestApp, store: Storage) -> None:
     r = post(operator, "/cron/run", {"name": "every-5"}).follow()
     assert "Enqueued every-5 now" in r.text
     [lease] = store.fetch("default", "w", "t", 60_000, 5)
-    assert json.loads(lease.payload)["args"] == [2, 3]
+    assert decode_payload(lease.payload)["args"] == [2, 3]
     assert "run cron now" in [e["action"] for e in audit_log(store)]
     r = post(operator, "/cron/run", {"name": "nope"}).follow()
     assert "No cron entry named nope" in r.text

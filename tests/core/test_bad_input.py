@@ -54,6 +54,34 @@ def test_corrupt_records_decode_with_a_reason() -> None:
     assert rec.state == "error" and "meta" in rec.meta["error"]
     rec = TaskRecord.from_raw("default", "x", '{"state":"queued"}\n{"args":[]}')
     assert "'task' name" in rec.payload_error
+    for payload, reason in (
+        ('["only.a.name"]', "must be [task, args, kwargs?, options?]"),
+        ('["t",[],{},{},"extra"]', "must be [task, args, kwargs?, options?]"),
+        ("[1,[]]", "'task' name"),
+        ('["t",{}]', "'args' must be a list"),
+        ('["t",[],[]]', "'kwargs' an object"),
+    ):
+        rec = TaskRecord.from_raw("default", "x", "1795546918890\n" + payload)
+        assert reason in rec.payload_error, payload
+        assert rec.state == "queued" and rec.get("enqueued") == 1795546918890
+
+
+def test_both_record_forms_read_the_same() -> None:
+    """The short forms ztq writes (bare enqueue time, payload list) and the long ones of
+    earlier versions and other clients (meta JSON, payload object) are one record."""
+    long = TaskRecord.from_raw(
+        "default", "x", '{"state":"queued","enqueued":12}\n'
+        '{"task":"a.b","args":[1],"kwargs":{"k":2},"opts":{"retries":1}}',
+    )  # fmt: skip
+    short = TaskRecord.from_raw("default", "x", '12\n["a.b",[1],{"k":2},{"retries":1}]')
+    for rec in (long, short):
+        assert (rec.state, rec.get("enqueued"), rec.task) == ("queued", 12, "a.b")
+        assert (rec.args, rec.kwargs, rec.options) == ([1], {"k": 2}, {"retries": 1})
+        assert not rec.payload_error
+    assert TaskRecord.from_raw("default", "x", '7\n["a.b",[]]').kwargs == {}
+    for meta in ("-12", "1.5", "١٢", "12 "):  # not a bare time: JSON, or not a record
+        rec = TaskRecord.from_raw("default", "x", meta + '\n["a.b",[]]')
+        assert rec.state == "error" and rec.get("enqueued") is None, meta
 
 
 @pytest.mark.cluster

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -20,6 +19,7 @@ from ztq.core import (
     task_id_for,
 )
 from ztq.core.errors import ConfigError
+from ztq.core.record import decode_payload
 
 
 def test_id_is_md5_of_documented_canonical_json() -> None:
@@ -57,9 +57,28 @@ def test_name_collision_is_refused() -> None:
             return 0
 
 
+def test_the_payload_is_a_list_that_ends_at_its_last_non_empty_part() -> None:
+    """``[task, args, kwargs, opts]`` (memory: every waiting task carries its payload):
+    kwargs and options only when the call has them, ``{}`` for kwargs when options follow;
+    a task's template writes the same text as prepare()."""
+    add = '["tests.sample_tasks.add",'
+    assert t.add.prepare((1, 2)).payload() == add + "[1,2]]"
+    assert t.add.prepare((), {"b": 2}).payload() == add + '[],{"b":2}]'
+    assert t.add.prepare((1,), retries=3).payload() == add + '[1],{},{"retries":3}]'
+    assert t.add.prepare((1,), {"b": 2}, retries=3).payload() == add + '[1],{"b":2},{"retries":3}]'
+    opts = '{"retries":2,"timeout":5.0,"result_ttl":0.0}'
+    for kwargs, text in (({}, "[1],{}," + opts), ({"x": 1}, '[1],{"x":1},' + opts)):
+        made = with_options.template().call((1,), kwargs)
+        assert made.payload() == '["tests.calls.with_options",' + text + "]"
+        assert decode_payload(made.payload()) == {
+            "task": "tests.calls.with_options", "args": [1], "kwargs": kwargs,
+            "opts": {"retries": 2, "timeout": 5.0, "result_ttl": 0.0},
+        }  # fmt: skip
+
+
 def test_payload_is_compact_json_with_options() -> None:
     cb = t.record.prepare(("/tmp/x", "done"))
-    payload = json.loads(t.add.prepare((1, 2), retries=3, callback=cb).payload())
+    payload = decode_payload(t.add.prepare((1, 2), retries=3, callback=cb).payload())
     assert payload["task"] == "tests.sample_tasks.add"
     assert payload["args"] == [1, 2]
     assert payload["opts"]["retries"] == 3

@@ -48,12 +48,12 @@ def test_other_keywords_and_options_still_pass() -> None:
 
 
 # -- ztq.core.compat on real Redis -------------------------------------------------------------
-import json  # noqa: E402 - the compat half of the file starts here
 from collections.abc import Iterator  # noqa: E402
 from typing import Any  # noqa: E402
 
 from ztq.core import compat, monitor  # noqa: E402
 from ztq.core.compat import async_, ping_task, prepare_task  # noqa: E402
+from ztq.core.record import decode_payload  # noqa: E402
 from ztq.worker.testing import worker_for  # noqa: E402
 
 app = ztq.App("ztq-compat", prefix="zc")
@@ -114,7 +114,7 @@ def drain(zapp: ztq.App) -> int:
 def payload(zapp: ztq.App, handle: ztq.TaskHandle) -> dict[str, Any]:
     rec = zapp.storage().record(handle.queue, handle.id)
     assert rec is not None
-    return dict(json.loads(rec.payload_text))
+    return decode_payload(rec.payload_text)
 
 
 def test_async_declares_a_task_whose_call_enqueues(zapp: ztq.App) -> None:

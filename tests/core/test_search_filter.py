@@ -38,6 +38,8 @@ def records(storage: Storage) -> list[str]:
         "a" * 32: '{"state":"queued"\n{"task":"x.broken.meta","args":[]}',
         "9" * 32: '{"state":"bogus"}\n{"task":"x.bogus","args":[]}',
         "8" * 32: '{"progress":{"state":"done"}}\n{"task":"x.stateless","args":[]}',
+        "7" * 32: '1795546918890\n{"task":"x.bare.meta.long.payload","args":["zebra"]}',
+        "6" * 32: '\u0661\u0662\n["x.arabic.digits",[]]',  # not a bare time: no JSON meta
     }
     storage.client.hset(tasks, mapping=others)
     return [*ids, failing.id, *others]

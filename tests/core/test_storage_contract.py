@@ -9,6 +9,7 @@ import pytest
 
 import ztq.core as ztq
 from tests import sample_tasks as t
+from ztq.core.record import decode_payload
 from ztq.core.storage import Finished, Leased, Storage
 
 W = "worker-a"
@@ -282,9 +283,7 @@ def test_arguments_survive_lua_untouched(storage: Storage) -> None:
     args = ([], {}, 12345678901234567890, 0.1, 'é\n"x"', None)
     h = t.noop.enqueue(args, {"empty": {}, "list": []})
     [lease] = storage.fetch("default", W, "t0", 30_000, 1)
-    import json
-
-    payload = json.loads(lease.payload)
+    payload = decode_payload(lease.payload)
     assert payload["args"] == list(args) and payload["kwargs"] == {"empty": {}, "list": []}
     assert h.id == lease.id
 

@@ -12,6 +12,7 @@ import pytest
 import ztq.core as ztq
 from tests import sample_tasks as t
 from ztq.core import monitor, timings
+from ztq.core.record import split_record
 from ztq.core.storage import Finished, Storage
 from ztq.core.timings import BUCKETS, Histogram, bucket_of
 
@@ -26,8 +27,7 @@ def store(redis_url: str) -> Storage:
 def _shift(store: Storage, task_id: str, **back_ms: int) -> None:
     """Move times of a record back, as if that much time had passed since."""
     raw = store.client.hget(store.keys.tasks(Q), task_id)
-    meta, payload = raw.split("\n", 1)
-    data = json.loads(meta)
+    data, payload = split_record(raw)
     for key, ms in back_ms.items():
         data[key] = int(data[key]) - ms
     store.client.hset(store.keys.tasks(Q), task_id, json.dumps(data) + "\n" + payload)

@@ -16,6 +16,7 @@ from typing import Any
 
 from tests.console import scenario
 from ztq.core import App, TaskCall, tokens
+from ztq.core.record import decode_payload, split_record
 from ztq.core.storage import Finished, Storage
 
 WORKER_FRAME = (
@@ -69,7 +70,7 @@ def run(
     (None: it succeeded)."""
     done = []
     for lease in storage.fetch(queue, worker, f"{queue}-0", 60_000, 100):
-        payload = json.loads(lease.payload)
+        payload = decode_payload(lease.payload)
         failure = fail(payload)
         if failure is None:
             done.append(Finished(lease.id, lease.token, payload["task"], json.dumps("ok")))
@@ -85,8 +86,7 @@ def run(
 def _shift(storage: Storage, queue: str, task_id: str, ms: int) -> None:
     """Move the times of a task's meta line ``ms`` into the past."""
     tasks = storage.keys.tasks(queue)
-    meta, payload = storage.client.hget(tasks, task_id).split("\n", 1)
-    times = json.loads(meta)
+    times, payload = split_record(storage.client.hget(tasks, task_id))
     for name in ("enqueued", "started", "ended", "failed"):
         if name in times:
             times[name] -= ms

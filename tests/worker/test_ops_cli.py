@@ -25,6 +25,7 @@ import ztq.core as ztq
 from tests import sample_tasks as t
 from tests.console import scenario
 from ztq.core import overview, streams
+from ztq.core.record import split_record
 from ztq.core.storage import Storage
 from ztq.core.workers import take_commands
 from ztq.worker import ops, terminal
@@ -310,8 +311,8 @@ def test_check_exits_non_zero_with_a_reason(store: Storage, redis_url: str) -> N
     assert check(redis_url).returncode == 0
     head = store.client.lindex(store.keys.ready("default", "normal"), 0)
     raw = store.client.hget(store.keys.tasks("default"), head)
-    meta, payload = raw.split("\n", 1)
-    old = json.loads(meta) | {"enqueued": int((time.time() - 900) * 1000)}
+    meta, payload = split_record(raw)
+    old = meta | {"enqueued": int((time.time() - 900) * 1000)}
     store.client.hset(store.keys.tasks("default"), head, json.dumps(old) + "\n" + payload)
     done = check(redis_url, "--max-wait", "600", "--json")
     assert done.returncode == 1
