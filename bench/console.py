@@ -24,6 +24,7 @@ import redis
 
 from bench.common import percentile
 from ztq.core.keys import Keys
+from ztq.core.record import payload_list, stored_record
 
 QUEUES = {"default": 600_000, "mail": 300_000, "pdf": 100_000}
 ERRORS = {"default": 70_000, "mail": 30_000}
@@ -37,10 +38,8 @@ def _id(queue: str, i: int) -> str:
 
 
 def _record(meta: dict[str, Any], i: int) -> str:
-    payload = {"task": "app.mail.send", "args": [i, f"user{i}@example.org"], "kwargs": {}}
-    return (
-        json.dumps(meta, separators=(",", ":")) + "\n" + json.dumps(payload, separators=(",", ":"))
-    )
+    payload = payload_list("app.mail.send", [i, f"user{i}@example.org"])
+    return stored_record(meta, json.dumps(payload, separators=(",", ":")))
 
 
 def heartbeat(i: int, now: float, queues: list[str]) -> str:

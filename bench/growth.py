@@ -38,6 +38,7 @@ import redis
 
 from bench.common import median, percentile
 from bench.console import _id, fill_queue, time_routes
+from ztq.core.record import payload_list
 
 Q = "default"  # the queue the console routes of bench.console look at
 ENQUEUES = 2000  # per round of the enqueue measure
@@ -46,7 +47,7 @@ BATCH = 10  # tasks per fetch, as a busy worker's grown batch
 ROUNDS = 3
 DELETES = 20  # per position
 PURGED = 10_000
-PAYLOAD = json.dumps({"task": "app.mail.send", "args": [0, "user0@example.org"], "kwargs": {}})
+PAYLOAD = json.dumps(payload_list("app.mail.send", [0, "user0@example.org"]), separators=(",", ":"))
 
 
 def _spread(values: Sequence[float]) -> dict[str, float]:
@@ -61,7 +62,9 @@ def _redis_us(client: redis.Redis, fn: Callable[[], Any]) -> tuple[float, float]
     wall = (time.perf_counter() - t0) * 1e6
     stats = client.info("commandstats")
     spent = sum(
-        float(v["usec"]) for k, v in stats.items() if k in ("cmdstat_evalsha", "cmdstat_eval")
+        float(v["usec"])
+        for k, v in stats.items()
+        if k in ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_fcall")  # enqueue is a function
     )
     return wall, spent
 

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench.common import percentile
+from ztq.core.record import payload_list, stored_record
 
 QUEUES = ("default", "mail", "pdf", "reports")
 LOST_AFTER = 10  # seconds (console setting of this run)
@@ -135,16 +136,16 @@ def plant(storage: Any, workers: int) -> None:
             meta = {"state": "running", "enqueued": now - 60_000, "started": now - 30_000,
                     "attempts": 1, "worker": worker_id(i), "thread": f"{q}-{j}",
                     "progress": json.dumps({"done": j * 10, "total": 100})}  # fmt: skip
-            payload = {"task": "app.jobs.convert", "args": [f"/data/{i}-{j}.pdf"], "kwargs": {}}
-            record = json.dumps(meta, separators=(",", ":")) + "\n" + json.dumps(payload)
+            payload = json.dumps(payload_list("app.jobs.convert", [f"/data/{i}-{j}.pdf"]))
+            record = stored_record(meta, payload)
             pipe.hset(k.tasks(q), task_id(i, j), record)
             pipe.zadd(k.running(q), {task_id(i, j): now + 600_000})
         if len(pipe) > 2000:
             pipe.execute()
     for q in QUEUES:
         ids = [f"ready-{q}-{n}" for n in range(1000)]
-        meta = json.dumps({"state": "queued", "enqueued": now - 5000})
-        pipe.hset(k.tasks(q), mapping={tid: meta + '\n{"task":"app.x","args":[]}' for tid in ids})
+        record = stored_record({"state": "queued", "enqueued": now - 5000}, '["app.x",[]]')
+        pipe.hset(k.tasks(q), mapping=dict.fromkeys(ids, record))
         pipe.rpush(k.ready(q, "normal"), *ids)
         for minute in range(now // 60_000 - 59, now // 60_000 + 1):
             pipe.hset(k.stats(q, minute), mapping={"done": 6000, "failed": 20})

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ztq.core.errors import InvalidName, InvalidOption, SerializationError
 from ztq.core.keys import check_queue, check_shards
+from ztq.core.record import payload_list
 from ztq.core.states import Priority
 
 if TYPE_CHECKING:
@@ -289,12 +290,7 @@ class TaskCall:
     def _encode_payload(self) -> str:
         """``[task, args, kwargs, opts]``, without the empty ones at the end: every queued
         task carries its payload, and a list spends no bytes on keys (ztq.core.record)."""
-        data: list[Any] = [self.task, list(self.args)]
-        opts = self.options_dict()
-        if self.kwargs or opts:
-            data.append(self.kwargs)
-        if opts:
-            data.append(opts)
+        data = payload_list(self.task, list(self.args), self.kwargs, self.options_dict())
         return encode_json(data, f"arguments of {self.task}")
 
     def to_dict(self) -> dict[str, Any]:

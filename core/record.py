@@ -42,6 +42,37 @@ def split_record(raw: str) -> tuple[dict[str, Any], str]:
 PAYLOAD_FIELDS = ("task", "args", "kwargs", "opts")  # the order of the list form
 
 
+def payload_list(
+    task: str,
+    args: list[Any],
+    kwargs: dict[str, Any] | None = None,
+    opts: dict[str, Any] | None = None,
+) -> list[Any]:
+    """The payload as stored, before JSON: ``[task, args, kwargs, opts]`` up to its last
+    non-empty part (``{}`` for kwargs when options follow)."""
+    data: list[Any] = [task, args]
+    if kwargs or opts:
+        data.append(kwargs or {})
+    if opts:
+        data.append(opts)
+    return data
+
+
+def stored_record(meta: dict[str, Any], payload: str) -> str:
+    """A record as ``save`` in ``_lib.lua`` writes it: the bare enqueue time for a task
+    waiting as enqueued, else compact meta JSON (fills of benchmarks and tests)."""
+    t = meta.get("enqueued")
+    if (
+        meta.keys() == {"state", "enqueued"}
+        and meta["state"] == "queued"
+        and (type(t) is int and 0 <= t < 2**53)
+    ):
+        head = str(meta["enqueued"])
+    else:
+        head = json.dumps(meta, separators=(",", ":"), ensure_ascii=False)
+    return head + "\n" + payload
+
+
 def decode_payload(text: str) -> dict[str, Any]:
     """Parse a payload (list or object form) into ``{"task", "args", "kwargs"?, "opts"?}``;
     a clear :class:`PayloadError` if it is not a task payload."""

@@ -18,6 +18,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from ztq.core.record import payload_list, stored_record
 from ztq.core.storage import Storage
 from ztq.core.workers import log_event, write_heartbeat
 
@@ -27,8 +28,8 @@ TRACEBACK = (
 )
 
 
-def _meta(**fields: Any) -> str:
-    return json.dumps(fields, separators=(",", ":"))
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
 
 
 def fill(
@@ -56,23 +57,23 @@ def fill(
                 q = queues[n % len(queues)]
                 mapping, ids, scores = by_queue.setdefault(q, ({}, [], {}))
                 tid = f"{kind}-{n:09d}"
-                payload = (
-                    f'{{"task":"app.jobs.convert","args":["/data/in/{n}.pdf",'
-                    f'{{"dpi":300,"pages":[1,2,3]}}],"kwargs":{{"owner":"user-{n % 977}"}}}}'
-                )
+                payload = _json(payload_list(
+                    "app.jobs.convert", [f"/data/in/{n}.pdf", {"dpi": 300, "pages": [1, 2, 3]}],
+                    {"owner": f"user-{n % 977}"},
+                ))  # fmt: skip
                 if kind == "t":
-                    meta = _meta(state="queued", enqueued=now - (total - n))
+                    meta = dict(state="queued", enqueued=now - (total - n))
                     ids.append(tid)
                 else:
                     at = now - (total - n) * 7
-                    meta = _meta(
+                    meta = dict(
                         state="error", enqueued=at - 900, started=at - 800, ended=at, failed=at,
                         attempts=1, failed_worker=f"worker-{n % workers:03d}",
                         error=f"ConversionError: cannot convert /data/in/{n}.pdf",
                         traceback=TRACEBACK.format(line=40 + n % 5, n=n),
                     )  # fmt: skip
                     scores[tid] = at
-                mapping[tid] = meta + "\n" + payload
+                mapping[tid] = stored_record(meta, payload)
             for q, (mapping, ids, scores) in by_queue.items():
                 pipe.hset(k.tasks(q), mapping=mapping)
                 if ids:

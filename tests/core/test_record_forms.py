@@ -8,7 +8,7 @@ import time
 
 import ztq.core as ztq
 from tests import sample_tasks as t
-from ztq.core.record import decode_payload, split_record
+from ztq.core.record import decode_payload, payload_list, split_record, stored_record
 from ztq.core.storage import Finished, Storage
 
 W = "worker-a"
@@ -75,3 +75,21 @@ def test_a_record_in_the_long_forms_is_fetched_run_and_deduplicated(storage: Sto
     finished = [Finished(x.id, x.token, t.add.name, "15") for x in leases]
     assert storage.ack("default", W, finished) == []
     assert ztq.ping(old_id) == "done" and ztq.ping(new.id) == "done"
+
+
+def test_fills_write_records_as_the_scripts_do(storage: Storage) -> None:
+    """``stored_record`` and ``payload_list`` (the benchmarks' fills) give the text
+    ``save`` in _lib.lua and ``TaskCall.payload`` give."""
+    h = t.add.delay(1, 2)
+    text = raw(storage, "default", h.id)
+    meta, payload = split_record(text)
+    assert payload == json.dumps(payload_list(t.add.name, [1, 2]), separators=(",", ":"))
+    assert stored_record(meta, payload) == text
+    for meta in (
+        {"state": "queued", "enqueued": 5, "prio": "high"},
+        {"state": "queued", "enqueued": 1.5},
+        {"state": "running", "enqueued": 5},
+    ):
+        assert split_record(stored_record(meta, payload))[0] == meta  # JSON: as it was
+        assert not stored_record(meta, payload).split("\n")[0].isdigit()
+    assert payload_list("a.b", [], None, {"retries": 1}) == ["a.b", [], {}, {"retries": 1}]
