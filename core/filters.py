@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ztq.core.record import TaskRecord
+from ztq.core.record import TaskRecord, is_bare_time
 
 
 def task_matcher(task: str = "", text: str = "", state: str = "") -> TaskMatch | None:
@@ -89,7 +89,7 @@ def _state_may_be(raw: str, state: str) -> bool:
     exactly once (cjson writes no spaces; a nested ``state`` in a field such as progress
     makes it twice: then, as for any other writer, only the parsed record can tell)."""
     meta = raw.partition("\n")[0]
-    if meta.isdigit() and meta.isascii():  # the bare enqueue time of a waiting task
+    if is_bare_time(meta):
         return state == "queued"
     at = meta.find('"state":"')
     if at < 0 or meta.find('"state":"', at + 9) >= 0:

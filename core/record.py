@@ -10,7 +10,7 @@ that waits as it was enqueued (``{"state":"queued","enqueued":<ms>}`` and nothin
 bare enqueue time. The second is the payload written once by
 :func:`ztq.core.calls.TaskCall.payload` and never decoded in Lua: ``[task, args]``, then
 kwargs and options when a call has them. Both short forms exist for memory: a long queue is
-mostly such records, and JSON keys were a third of each (docs/design.md, "The record").
+mostly such records, and JSON keys were about half of each (docs/design.md, "The record").
 Records in the longer forms (meta JSON, a payload object ``{"task":...,"args":...}``),
 written by earlier versions or by another client, read the same.
 """
@@ -25,10 +25,15 @@ from ztq.core.errors import PayloadError
 from ztq.core.states import TaskState
 
 
+def is_bare_time(meta_text: str) -> bool:
+    """The meta line of a task waiting as enqueued: its enqueue time alone."""
+    return meta_text.isdigit() and meta_text.isascii()
+
+
 def split_record(raw: str) -> tuple[dict[str, Any], str]:
     """Split a stored record into its meta dict and its payload text."""
     meta_text, sep, payload = raw.partition("\n")
-    if meta_text.isdigit() and meta_text.isascii():  # a task waiting as enqueued
+    if is_bare_time(meta_text):
         return {"state": "queued", "enqueued": int(meta_text)}, payload
     try:
         meta = json.loads(meta_text)

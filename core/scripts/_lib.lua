@@ -5,7 +5,7 @@
 -- (task name, args, kwargs, options) that scripts never decode, so numbers and empty
 -- containers in arguments pass through Lua untouched. The meta of a task that waits as it
 -- was enqueued ({state = 'queued', enqueued = ms}, nothing else) is the bare time: most
--- records of a long queue are such, and JSON keys would be a fifth of each.
+-- records of a long queue are such, and JSON keys were about half of each.
 
 local function now_ms()
   local t = redis.call('TIME')
