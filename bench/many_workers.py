@@ -136,7 +136,9 @@ def plant(storage: Any, workers: int) -> None:
             meta = {"state": "running", "enqueued": now - 60_000, "started": now - 30_000,
                     "attempts": 1, "worker": worker_id(i), "thread": f"{q}-{j}",
                     "progress": json.dumps({"done": j * 10, "total": 100})}  # fmt: skip
-            payload = json.dumps(payload_list("app.jobs.convert", [f"/data/{i}-{j}.pdf"]))
+            payload = json.dumps(
+                payload_list("app.jobs.convert", [f"/data/{i}-{j}.pdf"]), separators=(",", ":")
+            )
             record = stored_record(meta, payload)
             pipe.hset(k.tasks(q), task_id(i, j), record)
             pipe.zadd(k.running(q), {task_id(i, j): now + 600_000})

@@ -90,7 +90,7 @@ def decode_payload(text: str) -> dict[str, Any]:
             raise PayloadError("task payload list must be [task, args, kwargs?, options?]")
         data = dict(zip(PAYLOAD_FIELDS, data, strict=False))
     if not isinstance(data, dict) or not isinstance(data.get("task"), str):
-        raise PayloadError("task payload must be a JSON object with a 'task' name")
+        raise PayloadError("task payload must be a JSON list or object with a 'task' name")
     if not isinstance(data.get("args", []), list) or not isinstance(data.get("kwargs", {}), dict):
         raise PayloadError("task payload 'args' must be a list and 'kwargs' an object")
     return data
