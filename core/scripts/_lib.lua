@@ -12,8 +12,8 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
-local function load(tasks, id)
-  local raw = redis.call('HGET', tasks, id)
+-- A stored record (a field's value; false or nil: no record) as (meta, payload).
+local function decode(raw)
   if not raw then return nil, nil end
   local nl = string.find(raw, '\n', 1, true)
   if not nl then return {state = 'error', error = 'PayloadError: record has no meta line'}, raw end
@@ -26,6 +26,10 @@ local function load(tasks, id)
     meta = {state = 'error', error = 'PayloadError: meta line is not JSON'}
   end
   return meta, string.sub(raw, nl + 1)
+end
+
+local function load(tasks, id)
+  return decode(redis.call('HGET', tasks, id))
 end
 
 -- {state = 'queued', enqueued = <ms>} and no other field: stored as the bare time
@@ -166,7 +170,7 @@ end
 local function pending(ready, tasks)
   local n = redis.call('LLEN', ready.high) + redis.call('LLEN', ready.normal)
     + redis.call('LLEN', ready.low)
-  if tasks then
+  if tasks and n > 0 then  -- empty lists hold no leftover either
     local left = redis.call('HMGET', tasks, '#high', '#normal', '#low')
     n = n - (tonumber(left[1]) or 0) - (tonumber(left[2]) or 0) - (tonumber(left[3]) or 0)
   end

@@ -27,14 +27,20 @@ local waiting = nil  -- tasks in the ready lists, counted once, when a limit is 
 local woken, scheduled = 0, 0
 
 -- Per ready list: it holds no leftover, so a new entry needs no look for marks (read once,
--- when first needed: a batch saves a call per task).
+-- with the first task's record: a batch saves a call per task, a single enqueue a call).
 local unmarked = nil
+local function marks_from(m, i)
+  unmarked = {high = not m[i], normal = not m[i + 1], low = not m[i + 2]}
+end
 local function no_marks(level)
-  if not unmarked then
-    local m = redis.call('HMGET', KEYS[1], '#high', '#normal', '#low')
-    unmarked = {high = not m[1], normal = not m[2], low = not m[3]}
-  end
+  if not unmarked then marks_from(redis.call('HMGET', KEYS[1], '#high', '#normal', '#low'), 1) end
   return unmarked[level]
+end
+local function load_record(id)
+  if unmarked then return load(KEYS[1], id) end
+  local got = redis.call('HMGET', KEYS[1], id, '#high', '#normal', '#low')
+  marks_from(got, 2)
+  return decode(got[1])
 end
 
 -- The registered idle executor takes the task at once: only when nothing waits before it
@@ -81,7 +87,7 @@ local function enqueue(id, payload, prio, delay, first, cron_name, cron_tick)
     redis.call('HSET', KEYS[9], cron_name, cron_tick)
   end
 
-  local meta = load(KEYS[1], id)
+  local meta = load_record(id)
   if meta then
     local state = meta.state
     if state == 'queued' or state == 'delayed' or state == 'overflow' then

@@ -137,6 +137,19 @@ def test_cancel_and_delete_of_a_buffered_task_and_the_room_a_delete_makes(
     assert [r.id for r in monitor.pending_page(storage, Q, 0, 10).rows] == [b.id, c.id]
 
 
+def test_a_deleted_tasks_leftover_entry_takes_no_room(storage: Storage) -> None:
+    """A delete leaves the task's entry in its ready list, marked (no LREM): the limit
+    counts the entries less the marks, also when the leftover is the list's only entry."""
+    ztq.configure_queue(Q, max_pending=1)
+    a = add(0)
+    assert storage.remove(Q, [a.id]) == (1, 1)
+    assert storage.client.llen(storage.keys.ready(Q, "normal")) == 1  # the leftover
+    assert storage.pending_count(Q) == 0
+    assert add(1).outcome == "added"
+    with pytest.raises(QueueFull):
+        add(2)
+
+
 def test_a_batch_writes_what_fits_and_names_the_rest(storage: Storage) -> None:
     ztq.configure_queue(Q, max_pending=2)
     with pytest.raises(QueueFull) as err, ztq.transaction():
