@@ -347,22 +347,33 @@ class Worker:
         elif not self.scaler.manages(queue):
             log.warning("autoscale: queue %s has no range here (QUEUE = MIN..MAX)", queue)
 
-    def resize(self, queue: str, threads: Any, *, event: bool = True, pin: bool = False) -> bool:
-        """The one path that changes a queue's executors (set-threads, the autoscaler)."""
+    def _live(self, queue: str) -> list[BaseExecutor]:
+        """The executors serving ``queue`` alone, not retired."""
         with self.threads_lock:
-            mine = [
+            return [
                 ex
                 for ex in self.executors
                 if ex.spec.queues == (queue,) and not ex.retired.is_set() and ex.is_alive()
             ]
+
+    def resize(self, queue: str, threads: Any, *, event: bool = True, pin: bool = False) -> bool:
+        """The one path that changes a queue's executors (set-threads, the autoscaler).
+
+        An operator's count (``pin``) pins the queue before the executors are counted: the
+        pin waits for an autoscaler decision in progress (``Scaler.step`` resizes under the
+        lock the pin takes), so the count applies to what that decision left, and no later
+        decision resizes the queue."""
         configured = [spec.pool for spec in self.cfg.threads if spec.queues == (queue,)]
         configured += [spec.pool for spec in self.cfg.scaled if spec.queue == queue]
+        mine = self._live(queue)
         pool = mine[0].spec.pool if mine else configured[0] if configured else "thread"
         top = MAX_ASYNC if pool == "async" else MAX_THREADS
         if isinstance(threads, bool) or not isinstance(threads, int) or not 0 <= threads <= top:
             log.warning("set_threads refused: bad count %r for %s (0-%d)", threads, queue, top)
             return False
         pinned = " (pinned: not autoscaled)" if pin and self.scaler.pin(queue) else ""
+        if pin:
+            mine = self._live(queue)
         if pool == "async":
             self._resize_async(queue, mine, threads, pinned if event else None)
             return True

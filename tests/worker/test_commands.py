@@ -8,6 +8,7 @@ import ztq.core as ztq
 from tests import sample_tasks as t
 from tests.worker.conftest import wait_for
 from ztq.core.workers import get_worker, send_command
+from ztq.worker.config import ScaleSpec
 
 
 def running_on(worker, task_id: str) -> bool:
@@ -93,6 +94,25 @@ def test_set_threads(start_worker) -> None:
     wait_for(lambda: get_worker(storage, w.id).get("threads") == {"default": 1, "other": 2})
     h = t.add.enqueue((2, 2), queue="other")
     wait_for(lambda: ztq.ping(h) == "done")
+
+
+def test_set_threads_counts_the_threads_an_autoscale_decision_left(start_worker) -> None:
+    """The autoscaler resizes a queue on the worker's main thread while a command may set
+    its threads on another: the operator's count is applied to the executors as the pin
+    finds them. Here a decision (1 -> 3 threads) lands as set_threads pins the queue: counted
+    before the pin, 1 thread would have been taken for the base and 4 left."""
+    spec = ScaleSpec("mail", 1, 4)
+    w = start_worker(threads=tuple(spec.initial()), scaled=(spec,))
+    pin = w.scaler.pin
+
+    def decided_meanwhile(queue: str) -> bool:
+        w.resize(queue, 3, event=False)  # what Scaler.step does, holding the lock pin takes
+        return pin(queue)
+
+    w.scaler.pin = decided_meanwhile  # type: ignore[method-assign]
+    assert w.resize("mail", 2, pin=True)
+    assert live_executors(w) == 2 and w.scaler.pinned == {"mail"}
+    wait_for(lambda: get_worker(ztq.get_storage(), w.id).get("threads") == {"mail": 2})
 
 
 def test_set_threads_refused_when_config_is_not_active(start_worker) -> None:
