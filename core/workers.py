@@ -444,6 +444,14 @@ def send_command(storage: Storage, worker_id: str, command: str, **args: Any) ->
     )
 
 
+def nudge_commands(storage: Storage, worker_id: str) -> None:
+    """A token on the worker's command list (not a command: :func:`take_commands` drops it),
+    so that its command thread, blocked reading the list, returns now: a stopping worker
+    joins that thread, which would otherwise hold the stop for up to its read's timeout."""
+    k = storage.keys
+    storage.call("command", [k.worker_cmd(worker_id), k.seen], [worker_id, "1", COMMAND_TTL_MS])
+
+
 def take_commands(storage: Storage, worker_id: str, timeout: float = 0.0) -> list[dict[str, Any]]:
     """Commands for this worker, oldest first; blocks up to ``timeout`` when there are none."""
     key = storage.keys.worker_cmd(worker_id)

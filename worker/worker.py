@@ -24,6 +24,7 @@ from ztq.core.workers import (
     disabled_cron,
     get_worker,
     log_event,
+    nudge_commands,
     publish_cron_entries,
     take_commands,
     write_heartbeat,
@@ -501,6 +502,7 @@ class Worker:
         idle = {q for ex in self.executors if not ex.busy() for q in ex.wait_queues()}
         with contextlib.suppress(ZtqError):  # wake the idle ones: no wait of idle_wait
             self.storage.nudge(sorted(idle))
+            nudge_commands(self.storage, self.id)  # nor of the command thread's read
         deadline = time.monotonic() + self.cfg.grace
         for ex in list(self.executors):
             while ex.is_alive() and time.monotonic() < deadline:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import threading
+import time
 
 import ztq.core as ztq
 from tests import sample_tasks as t
 from tests.worker.conftest import wait_for
-from ztq.core.workers import get_worker, send_command
+from ztq.core.workers import get_worker, send_command, take_commands
 from ztq.worker.config import ScaleSpec
 
 
@@ -124,6 +126,27 @@ def test_set_threads_refused_when_config_is_not_active(start_worker) -> None:
     assert live_executors(w) == 1
     kinds = [e[1]["kind"] for e in storage.client.xrange(storage.keys.events)]
     assert "config" not in kinds
+
+
+def test_a_stopping_worker_does_not_wait_out_its_command_read(start_worker, monkeypatch) -> None:
+    """The command thread blocks reading the worker's command list; a stop wakes it with a
+    token (not a command) instead of waiting for the read to time out. The read is made 5 s
+    long here, so that waiting it out would show."""
+    reading = threading.Event()
+
+    def take(storage, worker_id: str, timeout: float = 0.0) -> list[dict]:
+        if timeout:
+            reading.set()
+            timeout = 5.0
+        return take_commands(storage, worker_id, timeout)
+
+    monkeypatch.setattr("ztq.worker.worker.take_commands", take)
+    w = start_worker()
+    assert reading.wait(5) and w.command_thread is not None
+    started = time.monotonic()
+    w.request_stop()
+    w.command_thread.join(4.0)
+    assert not w.command_thread.is_alive() and time.monotonic() - started < 4.0
 
 
 def test_command_for_unknown_worker_is_refused(redis_url: str) -> None:
