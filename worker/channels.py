@@ -45,13 +45,20 @@ PAUSED_QUEUES = 1.0  # seconds between two looks at paused queues
 
 def keep_reading(step: Callable[[float | None], int], stopping: threading.Event, what: str) -> None:
     """Call ``step(READ_BLOCK)`` until the worker stops; a Redis error is logged and retried
-    with a doubling delay (0.1 s up to 5 s), so a reader outlives a failover."""
+    with a doubling delay (0.1 s up to 5 s), so a reader outlives a failover. Once the stop
+    is asked, any error ends the reader quietly: a read still waiting in Redis is not waited
+    for, and the connections it uses may be closed under it (an embedded worker's app
+    disconnecting; redis-py then fails with errors of its own, not only ConnectionError)."""
     delay = 0.1
     while not stopping.is_set():
         try:
             step(READ_BLOCK)
             delay = 0.1
-        except ZtqError as exc:
+        except Exception as exc:
+            if stopping.is_set():
+                return
+            if not isinstance(exc, ZtqError):
+                raise
             log.warning("%s: %s; retrying", what, exc)
             stopping.wait(delay)
             delay = min(delay * 2, 5.0)

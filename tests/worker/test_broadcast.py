@@ -16,6 +16,7 @@ import ztq.core as ztq
 from tests import channel_tasks as t
 from tests.worker.conftest import FAST, wait_for
 from ztq.core.broadcast import listen_op
+from ztq.worker.channels import keep_reading
 from ztq.worker.worker import Worker
 
 IMPORTS = ("tests.channel_tasks",)
@@ -278,3 +279,24 @@ def test_on_a_cluster_one_reader_per_queue_runs_each_queues_broadcasts(
         worker.request_stop()
         th.join(20)
         ztq.disconnect_all()
+
+
+def test_a_reader_ends_quietly_on_an_error_after_the_stop_and_not_before() -> None:
+    """A stopped worker does not wait for a reader still waiting in Redis; an embedded
+    worker's app may then close the connections under that read, and redis-py fails with
+    errors of its own (a TypeError for a socket closed under it): the reader ends without a
+    traceback. Before the stop, such an error is a bug and is raised."""
+    stopping = threading.Event()
+
+    def closed_under_it(block: float | None) -> int:
+        stopping.set()
+        raise TypeError("argument must be an int, or have a fileno() method.")
+
+    keep_reading(closed_under_it, stopping, "broadcasts")  # returns, raises nothing
+    stopping.clear()
+
+    def broken(block: float | None) -> int:
+        raise TypeError("a bug")
+
+    with pytest.raises(TypeError, match="a bug"):
+        keep_reading(broken, stopping, "broadcasts")
