@@ -26,20 +26,14 @@ local waiting = nil  -- tasks in the ready lists, counted once, when a limit is 
 -- wake tokens owed, pushed once at the end (a batch of 500 tasks: one LLEN, <= 16 LPUSH)
 local woken, scheduled = 0, 0
 
--- Per ready list: it holds no leftover, so a new entry needs no look for marks (read once,
--- with the first task's record: a batch saves a call per task, a single enqueue a call).
+-- Per ready list: it holds no leftover, so a new entry needs no look for marks. Read once,
+-- with the first task's record (a batch saves a call per task, a single enqueue a call):
+-- every push below comes after its task's record was read.
 local unmarked = nil
-local function marks_from(m, i)
-  unmarked = {high = not m[i], normal = not m[i + 1], low = not m[i + 2]}
-end
-local function no_marks(level)
-  if not unmarked then marks_from(redis.call('HMGET', KEYS[1], '#high', '#normal', '#low'), 1) end
-  return unmarked[level]
-end
 local function load_record(id)
   if unmarked then return load(KEYS[1], id) end
   local got = redis.call('HMGET', KEYS[1], id, '#high', '#normal', '#low')
-  marks_from(got, 2)
+  unmarked = {high = not got[2], normal = not got[3], low = not got[4]}
   return decode(got[1])
 end
 
@@ -95,7 +89,7 @@ local function enqueue(id, payload, prio, delay, first, cron_name, cron_tick)
       -- the old entry stays where it is, marked as a leftover (no LREM: see _lib.lua)
       if state == 'queued' then
         leave(KEYS[1], level_of(meta.prio), id, meta)
-        if unmarked then unmarked[level_of(meta.prio)] = false end
+        unmarked[level_of(meta.prio)] = false
       elseif state == 'overflow' then
         leave(KEYS[1], 'overflow', id, meta)
         readied()
@@ -105,7 +99,7 @@ local function enqueue(id, payload, prio, delay, first, cron_name, cron_tick)
         readied()
       end
       meta.state, meta.prio = 'queued', prio
-      push_ready(KEYS[1], ready, id, meta, payload, true, no_marks(level_of(prio)))
+      push_ready(KEYS[1], ready, id, meta, payload, true, unmarked[level_of(prio)])
       woken = woken + 1
       return 'moved'
     elseif state == 'running' then
@@ -142,7 +136,7 @@ local function enqueue(id, payload, prio, delay, first, cron_name, cron_tick)
   end
   if hand_over(id, meta, payload) then return 'added' end
   readied()
-  push_ready(KEYS[1], ready, id, meta, payload, first, no_marks(level_of(meta.prio)))
+  push_ready(KEYS[1], ready, id, meta, payload, first, unmarked[level_of(meta.prio)])
   woken = woken + 1
   return 'added'
 end
