@@ -163,11 +163,10 @@ class Scaler:
         return loads
 
     def _executors(self, queue: str, *, live: bool = True) -> list[BaseExecutor]:
+        if live:
+            return self.worker.live_executors(queue)
         with self.worker.threads_lock:
-            every = [ex for ex in self.worker.executors if ex.spec.queues == (queue,)]
-        if not live:
-            return every
-        return [ex for ex in every if ex.is_alive() and not ex.retired.is_set()]
+            return [ex for ex in self.worker.executors if ex.spec.queues == (queue,)]
 
     def _threads(self, queue: str) -> int:
         return sum(ex.capacity for ex in self._executors(queue))

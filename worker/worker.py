@@ -348,8 +348,9 @@ class Worker:
         elif not self.scaler.manages(queue):
             log.warning("autoscale: queue %s has no range here (QUEUE = MIN..MAX)", queue)
 
-    def _live(self, queue: str) -> list[BaseExecutor]:
-        """The executors serving ``queue`` alone, not retired."""
+    def live_executors(self, queue: str) -> list[BaseExecutor]:
+        """The executors serving ``queue`` alone, alive and not retired (what a resize and
+        the autoscaler count)."""
         with self.threads_lock:
             return [
                 ex
@@ -366,7 +367,7 @@ class Worker:
         decision resizes the queue."""
         configured = [spec.pool for spec in self.cfg.threads if spec.queues == (queue,)]
         configured += [spec.pool for spec in self.cfg.scaled if spec.queue == queue]
-        mine = self._live(queue)
+        mine = self.live_executors(queue)
         pool = mine[0].spec.pool if mine else configured[0] if configured else "thread"
         top = MAX_ASYNC if pool == "async" else MAX_THREADS
         if isinstance(threads, bool) or not isinstance(threads, int) or not 0 <= threads <= top:
@@ -374,7 +375,7 @@ class Worker:
             return False
         pinned = " (pinned: not autoscaled)" if pin and self.scaler.pin(queue) else ""
         if pin:
-            mine = self._live(queue)
+            mine = self.live_executors(queue)
         if pool == "async":
             self._resize_async(queue, mine, threads, pinned if event else None)
             return True
