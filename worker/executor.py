@@ -86,6 +86,11 @@ class BaseExecutor(threading.Thread, abc.ABC):
     def should_exit(self) -> bool:
         return self.retired.is_set() or self.worker.stopping.is_set()
 
+    def ended(self) -> bool:
+        """Its thread ran and is over. Not the same as ``not is_alive()``: an executor is
+        listed just before its thread starts (``Worker.add_executor``)."""
+        return self.ident is not None and not self.is_alive()
+
     @abc.abstractmethod
     def busy(self) -> bool:
         """A task is running here now."""

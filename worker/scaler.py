@@ -179,7 +179,7 @@ class Scaler:
             gone = self._gone.setdefault(q, Totals())
             t = Totals(gone.runs, gone.run_seconds, gone.cpu_seconds, gone.busy)
             for ex in self._executors(q, live=False):
-                dead = not ex.is_alive() and not ex.held
+                dead = ex.ended() and not ex.held
                 for acc in (t, gone) if dead else (t,):
                     acc.runs += ex.runs_ended
                     acc.run_seconds += ex.run_seconds

@@ -10,7 +10,8 @@ import ztq.core as ztq
 from tests import sample_tasks as t
 from tests.worker.conftest import wait_for
 from ztq.core.workers import get_worker, send_command, take_commands
-from ztq.worker.config import ScaleSpec
+from ztq.worker.config import ScaleSpec, ThreadSpec
+from ztq.worker.executor import Executor
 
 
 def running_on(worker, task_id: str) -> bool:
@@ -115,6 +116,20 @@ def test_set_threads_counts_the_threads_an_autoscale_decision_left(start_worker)
     assert w.resize("mail", 2, pin=True)
     assert live_executors(w) == 2 and w.scaler.pinned == {"mail"}
     wait_for(lambda: get_worker(ztq.get_storage(), w.id).get("threads") == {"mail": 2})
+
+
+def test_an_executor_listed_but_not_yet_started_is_not_pruned(start_worker) -> None:
+    """The autoscaler's measure drops ended executors from the worker's list. A resize lists
+    a new executor just before it starts its thread: not alive yet, but not ended, so it
+    stays (else set_threads could add a thread that no heartbeat ever counts again)."""
+    spec = ScaleSpec("mail", 1, 4)
+    w = start_worker(threads=tuple(spec.initial()), scaled=(spec,))
+    ex = Executor(w, ThreadSpec("mail-9", ("mail",), "thread"))
+    with w.threads_lock:
+        w.executors.append(ex)  # as Worker.add_executor does, before ex.start()
+    w.scaler.measure(time.time())
+    assert ex in w.executors
+    ex.start()  # the worker stops it with the others
 
 
 def test_set_threads_refused_when_config_is_not_active(start_worker) -> None:
