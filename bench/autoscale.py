@@ -143,7 +143,7 @@ def start_worker(
 def wait_ready(
     storage: Any, name: str, proc: subprocess.Popen[bytes], want: dict[str, int]
 ) -> None:
-    from ztq.core.workers import get_worker
+    from ztq.core.engine.workers import get_worker
 
     deadline = time.monotonic() + 60
     while True:
@@ -161,7 +161,7 @@ def workload(url: str, sc: Scenario, seed: int) -> float:
     """Send the scenario's tasks; return the finish (seconds) once all but the trickle ran,
     after the trickle's last task ran too."""
     import ztq.core as ztq
-    from ztq.core.calls import TaskCall
+    from ztq.core.client.calls import TaskCall
 
     client = redis.Redis.from_url(url, decode_responses=True)
     rng = random.Random(seed)
@@ -215,7 +215,7 @@ def workload(url: str, sc: Scenario, seed: int) -> float:
 def run_one(url: str, sc: Scenario, label: str, queues: list[str], extra: list[str],
             want: dict[str, int], n: int) -> Result:  # fmt: skip
     import ztq.core as ztq
-    from ztq.core import streams
+    from ztq.core.monitor import streams
 
     client = redis.Redis.from_url(url, decode_responses=True)
     client.flushdb()  # no run inherits the run times (or anything else) of the one before

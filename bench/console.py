@@ -23,8 +23,8 @@ from typing import Any
 import redis
 
 from bench.common import percentile
-from ztq.core.keys import Keys
-from ztq.core.record import payload_list, stored_record
+from ztq.core.engine.keys import Keys
+from ztq.core.engine.record import payload_list, stored_record
 
 QUEUES = {"default": 600_000, "mail": 300_000, "pdf": 100_000}
 ERRORS = {"default": 70_000, "mail": 30_000}
@@ -199,7 +199,7 @@ def time_routes(
     from webtest import TestApp
 
     from ztq.console import main
-    from ztq.core.passwords import hash_password
+    from ztq.core.auth.passwords import hash_password
 
     settings = {
         "ztq.redis_url": url,

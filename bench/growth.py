@@ -6,7 +6,7 @@
 (``bench.console.fill_queue``: pipelined raw writes, seconds for a million) and times:
 
 - enqueue: ``fn.delay`` one by one through an App (µs per task, one round trip each);
-- fetch + ack: a worker's loop through ``ztq.core.storage`` (the acks of a batch of 10
+- fetch + ack: a worker's loop through ``ztq.core.engine.storage`` (the acks of a batch of 10
   travel with the next fetch, one round trip per batch; µs per task);
 - the console: every GET route of ``bench.console`` in-process through WebTest (server time,
   median of ``reps``): the slowest page and the queue's page ``/queues/default``;
@@ -38,7 +38,7 @@ import redis
 
 from bench.common import median, percentile
 from bench.console import _id, fill_queue, time_routes
-from ztq.core.record import payload_list
+from ztq.core.engine.record import payload_list
 
 Q = "default"  # the queue the console routes of bench.console look at
 ENQUEUES = 2000  # per round of the enqueue measure
@@ -72,7 +72,7 @@ def _redis_us(client: redis.Redis, fn: Callable[[], Any]) -> tuple[float, float]
 def _scenario(url: str, name: str, queued: int, errors: int, reps: int) -> dict[str, Any]:
     from bench.console import beat
     from ztq.core import App
-    from ztq.core.storage import EnqueueEntry, Finished
+    from ztq.core.engine.storage import EnqueueEntry, Finished
 
     client = redis.Redis.from_url(url, decode_responses=True)
     client.flushdb()

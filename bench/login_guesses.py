@@ -5,7 +5,7 @@ console on a real HTTP server, then guesses one user's password from one address
 as the console answers, and again rotating user names from that address, then one user
 from many addresses (``X-Forwarded-For`` through a trusted proxy). It prints the tries
 that reached a password check (403) against those turned away locked (429), next to
-what :meth:`ztq.core.logins.LoginPolicy.guesses` says the policy allows.
+what :meth:`ztq.core.auth.logins.LoginPolicy.guesses` says the policy allows.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ import urllib.request
 from collections.abc import Callable
 
 from ztq.console import main
-from ztq.core.connection import make_client
-from ztq.core.logins import LoginPolicy, login_stats
-from ztq.core.passwords import hash_password
-from ztq.core.storage import Storage
+from ztq.core.auth.logins import LoginPolicy, login_stats
+from ztq.core.auth.passwords import hash_password
+from ztq.core.engine.connection import make_client
+from ztq.core.engine.storage import Storage
 from ztq.worker.embedded import RedisProcess
 
 

@@ -3,7 +3,7 @@
     python -m bench.many_workers [--workers 500] [--every 3] [--window 30] [--rounds 20]
 
 Starts a private redis-server. A separate process plays the workers: one heartbeat (the
-``heartbeat`` script, through ``ztq.core.workers.write_heartbeat``) per worker every
+``heartbeat`` script, through ``ztq.core.engine.workers.write_heartbeat``) per worker every
 ``--every`` seconds, spread evenly, with the JSON a worker writes (host figures, four threads
 over two queues, the tasks running now, which change from beat to beat). A few workers are
 paused or stopping, a few stopped and a few went silent (lost: the console here counts a
@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench.common import percentile
-from ztq.core.record import payload_list, stored_record
+from ztq.core.engine.record import payload_list, stored_record
 
 QUEUES = ("default", "mail", "pdf", "reports")
 LOST_AFTER = 10  # seconds (console setting of this run)
@@ -97,7 +97,7 @@ def simulate(url: str, workers: int, every: float, ready: Any, stop: Any, calls:
     """The worker fleet (runs in its own process): every worker beats once, then the ones
     that keep running beat every ``every`` seconds, spread evenly, until ``stop`` is set."""
     import ztq.core as ztq
-    from ztq.core.workers import write_heartbeat
+    from ztq.core.engine.workers import write_heartbeat
 
     storage = ztq.connect(url)
     rng = random.Random(7)
@@ -201,8 +201,8 @@ def time_pages(app: Any, urls: Sequence[str], rounds: int) -> dict[str, list[flo
 
 
 def time_info(storage: Any, rounds: int) -> list[float]:
-    """What ``ztq info --json`` computes: the queues and every worker (core/overview.py)."""
-    from ztq.core import overview
+    """What ``ztq info --json`` computes: the queues and every worker (core/monitor/overview.py)."""
+    from ztq.core.monitor import overview
 
     runs = []
     for _ in range(rounds + 1):
@@ -219,7 +219,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     import ztq.core as ztq
     from tests.console.conftest import login
     from ztq.console import main as console
-    from ztq.core.passwords import hash_password
+    from ztq.core.auth.passwords import hash_password
     from ztq.worker.embedded import RedisProcess
 
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])

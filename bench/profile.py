@@ -88,7 +88,7 @@ def profile_enqueue(peer: ZtqPeer, n: int, bulk_n: int, out: Profiles) -> None:
 
 def _drain_in_process(peer: ZtqPeer, n: int, level: int, prof: Profiler | None) -> float:
     from ztq.worker.config import ThreadSpec, WorkerConfig
-    from ztq.worker.executor import Executor
+    from ztq.worker.executors.threads import Executor
     from ztq.worker.worker import Worker
 
     peer.reset()
@@ -145,7 +145,7 @@ def profile_drain(peer: ZtqPeer, n: int, out: Profiles) -> None:
 
 def round_trips(peer: ZtqPeer, out: Profiles, n: int = 2000) -> None:
     """What one round trip costs from ztq's client: a plain command against an empty script."""
-    from ztq.core.connection import get_storage
+    from ztq.core.engine.connection import get_storage
 
     peer.enqueue_noop(-1)  # connects
     client = get_storage().client

@@ -65,7 +65,7 @@ def master_cpu(ports: list[int]) -> list[float]:
 def fill(url: str, shards: int, tasks: int) -> float:
     """Enqueue ``tasks`` calls of the no-op task; returns the seconds it took."""
     import ztq.core as ztq
-    from ztq.core.calls import TaskCall
+    from ztq.core.client.calls import TaskCall
 
     ztq.connect(url)
     started = time.perf_counter()
@@ -81,7 +81,7 @@ def fill(url: str, shards: int, tasks: int) -> float:
 def left(url: str) -> int:
     """Tasks of the queue not finished yet (ready, delayed or running, every shard)."""
     import ztq.core as ztq
-    from ztq.core import monitor
+    from ztq.core.monitor import queues as monitor
 
     storage = ztq.connect(url)
     try:

@@ -14,7 +14,7 @@ from pyramid.config import Configurator
 
 from ztq.console.config import load
 from ztq.console.views.alerts import start_evaluation
-from ztq.core.alerts import from_app_settings
+from ztq.core.alerts.alerter import from_app_settings
 
 # ztq.console.__file__: the repo root in an editable install, site-packages/ztq in a wheel
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,7 +33,7 @@ def main(global_config: dict[str, Any] | None = None, **settings: Any) -> Any:
         "jinja2.trim_blocks": "true",
         "jinja2.lstrip_blocks": "true",
         "jinja2.filters": "\n".join(
-            f"{name} = ztq.console.fmt:{name}"
+            f"{name} = ztq.core.monitor.fmt:{name}"
             for name in (
                 "ts",
                 "ago",
@@ -47,7 +47,7 @@ def main(global_config: dict[str, Any] | None = None, **settings: Any) -> Any:
                 "error_type",
             )
         ),
-        "jinja2.globals": "chart = ztq.console.fmt:chart",
+        "jinja2.globals": "chart = ztq.core.monitor.fmt:chart",
     }
     with Configurator(settings=settings) as config:
         config.registry.ztq_settings = console

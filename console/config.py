@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from ztq.core import settings as ztq_settings
+from ztq.core.auth.logins import LoginPolicy
+from ztq.core.auth.passwords import is_valid_hash
+from ztq.core.auth.sessions import ROLES, SessionPolicy
 from ztq.core.errors import ConfigError
-from ztq.core.logins import LoginPolicy
-from ztq.core.passwords import is_valid_hash
-from ztq.core.sessions import ROLES, SessionPolicy
 from ztq.core.settings import ConnectionSettings, System, systems_of
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network

@@ -1,4 +1,5 @@
-"""The console's Redis systems: a :class:`~ztq.core.storage.Storage` per system, in the registry.
+"""The console's Redis systems: a :class:`~ztq.core.engine.storage.Storage` per system,
+in the registry.
 
 The systems come from ``ztq.redis_url`` / ``ztq.prefix`` (the default system) and
 ``ztq.systems`` (see :mod:`ztq.console.config`, ``docs/systems.md``). A page of the default
@@ -27,9 +28,9 @@ from typing import Any
 from pyramid.config import Configurator
 from pyramid.tweens import EXCVIEW
 
-from ztq.core.connection import make_client
+from ztq.core.engine.connection import make_client
+from ztq.core.engine.storage import Storage
 from ztq.core.settings import SYSTEM_NAME, System
-from ztq.core.storage import Storage
 
 PREFIX = "/s/"  # /s/<name>/...: a page of the system <name>
 _SYSTEM = "ztq.system"

@@ -20,7 +20,7 @@ from pyramid.security import NO_PERMISSION_REQUIRED
 from ztq.console import STATIC, TEMPLATES
 from ztq.console.i18n import LANGS, negotiate, request_translator
 from ztq.console.web import query
-from ztq.core.storage import safe_url
+from ztq.core.engine.storage import safe_url
 
 NAV = (
     ("workers", "Workers"),

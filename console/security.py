@@ -9,7 +9,7 @@ CSRF, security headers.
   from any other address is refused (403), never silently ignored. An SSO session is good
   only while the proxy keeps sending the header; a changed user or role opens a new one.
 - ``GET``/``HEAD`` under ``/api/`` and ``/metrics`` also accept an API token
-  (``Authorization: Bearer ztq_...``, see :mod:`ztq.core.tokens`) or HTTP Basic credentials
+  (``Authorization: Bearer ztq_...``, see :mod:`ztq.core.auth.tokens`) or HTTP Basic credentials
   of a user; Basic goes through the same throttle as the sign-in form. Nothing else does.
 - Roles: ``viewer`` has the ``view`` permission, ``operator`` also ``operate``. Every view
   needs ``view`` unless it says otherwise (the default permission).
@@ -37,11 +37,11 @@ from pyramid.events import NewResponse
 
 from ztq.console.config import ConsoleSettings, User
 from ztq.console.session import is_from_proxy
-from ztq.core.logins import login_failed, login_succeeded, login_wait
-from ztq.core.passwords import dummy_hash, verify_password
-from ztq.core.sessions import end_session, grant_of
-from ztq.core.streams import write_audit
-from ztq.core.tokens import check_token
+from ztq.core.auth.logins import login_failed, login_succeeded, login_wait
+from ztq.core.auth.passwords import dummy_hash, verify_password
+from ztq.core.auth.sessions import end_session, grant_of
+from ztq.core.auth.tokens import check_token
+from ztq.core.monitor.streams import write_audit
 
 log = logging.getLogger("ztq.console")
 

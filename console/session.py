@@ -1,6 +1,6 @@
 """The console's Pyramid session: a random token in the cookie, the session in Redis.
 
-:mod:`ztq.core.sessions` stores and checks the records; this module is the
+:mod:`ztq.core.auth.sessions` stores and checks the records; this module is the
 :class:`~pyramid.interfaces.ISession` views and templates use (``request.session``: the
 signed-in user's record, flash messages) and the cookie that names it. Only a sign-in
 (:meth:`ConsoleSession.start`) creates a record, so anonymous visitors cost Redis nothing
@@ -22,9 +22,9 @@ from pyramid.interfaces import ISession
 from zope.interface import implementer
 
 from ztq.console.config import ConsoleSettings, Network
+from ztq.core.auth.sessions import SessionRecord, end_session, load_session, open_session
+from ztq.core.auth.sessions import save_session_data as save_data
 from ztq.core.errors import ConnectionFailed
-from ztq.core.sessions import SessionRecord, end_session, load_session, open_session
-from ztq.core.sessions import save_session_data as save_data
 
 COOKIE = "ztq_session"
 

@@ -12,10 +12,11 @@ from urllib.parse import urlsplit
 
 from pyramid.httpexceptions import HTTPNotFound, HTTPSeeOther
 
-from ztq.core import monitor, streams
-from ztq.core.calls import TASK_ID
+from ztq.core.client.calls import TASK_ID
+from ztq.core.engine.keys import check_physical, split_shard
 from ztq.core.errors import InvalidName
-from ztq.core.keys import check_physical, split_shard
+from ztq.core.monitor import queues as monitor
+from ztq.core.monitor import streams
 
 STATES = ("queued", "overflow", "delayed", "running", "error", "done")
 

@@ -1,6 +1,6 @@
 """ztq.core: the library applications import to define and enqueue tasks."""
 
-from ztq.core.app import (
+from ztq.core.client.app import (
     App,
     add_cron,
     configure_queue,
@@ -14,11 +14,14 @@ from ztq.core.app import (
     task,
     use_transaction_manager,
 )
-from ztq.core.broadcast import BroadcastHandle, BroadcastRun, broadcast_handle
-from ztq.core.calls import TaskCall, task_id_for
-from ztq.core.channels import Channel, Message, Subscriber, channel
-from ztq.core.connection import connect, disconnect_all, get_storage
-from ztq.core.cron import CronTable
+from ztq.core.client.calls import TaskCall, task_id_for
+from ztq.core.client.cron import CronTable
+from ztq.core.client.handle import TaskHandle, ping
+from ztq.core.client.registry import TaskFunction
+from ztq.core.client.transaction import DataManager, transaction
+from ztq.core.engine.connection import connect, disconnect_all, get_storage
+from ztq.core.engine.record import TaskRecord
+from ztq.core.engine.storage import Storage
 from ztq.core.errors import (
     ChannelFull,
     ConfigError,
@@ -38,13 +41,16 @@ from ztq.core.errors import (
     UnsupportedTask,
     ZtqError,
 )
-from ztq.core.files import FileReceiver, ReceivedFile, SentFile, publish_file, receive_file
-from ztq.core.handle import TaskHandle, ping
-from ztq.core.record import TaskRecord
-from ztq.core.registry import TaskFunction
+from ztq.core.messaging.broadcast import BroadcastHandle, BroadcastRun, broadcast_handle
+from ztq.core.messaging.channels import Channel, Message, Subscriber, channel
+from ztq.core.messaging.files import (
+    FileReceiver,
+    ReceivedFile,
+    SentFile,
+    publish_file,
+    receive_file,
+)
 from ztq.core.states import Priority, TaskState
-from ztq.core.storage import Storage
-from ztq.core.transaction import DataManager, transaction
 
 __all__ = [
     "App",

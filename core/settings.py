@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ztq.core.alert_rules import parse_rules
+from ztq.core.alerts.rules import parse_rules
+from ztq.core.engine.keys import PREFIX_NAME
 from ztq.core.errors import ConfigError
-from ztq.core.keys import PREFIX_NAME
 
 NAME = re.compile(r"^[A-Za-z0-9_.:\-]{1,64}$")  # worker and thread names
 APP_SECTION = "app:main"
@@ -89,7 +89,7 @@ def redis_url(raw: Any) -> str:
         raise ValueError(f"must be a URL such as redis://host:6379/0, not {raw!r}")
     url = raw.strip()
     if url.startswith("redis+sentinel://"):
-        from ztq.core.connection import parse_sentinel_url  # it imports this module
+        from ztq.core.engine.connection import parse_sentinel_url  # it imports this module
 
         try:
             parse_sentinel_url(url)

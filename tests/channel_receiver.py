@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 
 import ztq.core as ztq
-from ztq.core.files import FileReceiver
+from ztq.core.messaging.files import FileReceiver
 
 
 def main(url: str, channel: str, name: str, folder: str) -> int:

@@ -14,7 +14,7 @@ import pytest
 
 import ztq.core as ztq
 from tests.redis_cluster import LocalCluster
-from ztq.core.storage import Storage
+from ztq.core.engine.storage import Storage
 from ztq.worker.embedded import RedisProcess
 
 pytest_plugins = ["pytester"]  # tests/worker/test_testing_helpers.py runs a user's suite

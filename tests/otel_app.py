@@ -10,7 +10,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from ztq.core import App
-from ztq.core.otel import OpenTelemetry
+from ztq.core.contrib.otel import OpenTelemetry
 
 EXPORTER = InMemorySpanExporter()
 PROVIDER = TracerProvider()

@@ -108,7 +108,7 @@ def test_app_md_example_runs(redis_url: str, monkeypatch) -> None:
 
 
 def test_middleware_md_example_runs_and_orders_the_middleware() -> None:
-    from ztq.core.policies import Retries
+    from ztq.core.middleware.policies import Retries
 
     [code] = [b for b in code_blocks("middleware.md") if "class Timing" in b]
     namespace: dict[str, object] = {"__name__": "docs_middleware_example"}
@@ -120,7 +120,7 @@ def test_middleware_md_example_runs_and_orders_the_middleware() -> None:
 
 
 def test_middleware_md_lists_every_hook() -> None:
-    from ztq.core.middleware import HOOKS
+    from ztq.core.middleware.base import HOOKS
 
     text = (DOCS / "middleware.md").read_text("utf-8")
     documented = re.findall(r"^\| `([a-z_]+)\(", text, re.M)
@@ -165,7 +165,7 @@ def test_results_md_example_runs_against_a_worker(redis_url: str, monkeypatch) -
 
 
 def test_middleware_md_tracing_example_runs() -> None:
-    from ztq.core.otel import OpenTelemetry
+    from ztq.core.contrib.otel import OpenTelemetry
 
     [code] = [b for b in code_blocks("middleware.md") if "OpenTelemetry()" in b]
     namespace: dict[str, object] = {"__name__": "docs_otel_example"}

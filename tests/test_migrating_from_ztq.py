@@ -19,7 +19,7 @@ import pytest
 
 from tests.worker.conftest import stop_process, wait_for
 from ztq.core import get_storage
-from ztq.core.workers import get_worker
+from ztq.core.engine.workers import get_worker
 from ztq.worker.embedded import RedisProcess
 
 ROOT = Path(__file__).resolve().parents[1]

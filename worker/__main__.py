@@ -2,6 +2,6 @@
 
 import sys
 
-from ztq.worker.cli import main
+from ztq.worker.cli.commands import main
 
 sys.exit(main(["worker", *sys.argv[1:]]))

@@ -25,11 +25,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ztq.core.broadcast import listen_op, read_broadcasts, record_run
-from ztq.core.channels import Channel, Subscription
+from ztq.core.client.transaction import transaction
 from ztq.core.errors import QueueFull, UnknownTask, ZtqError
-from ztq.core.middleware import Outcome, Run
-from ztq.core.transaction import transaction
+from ztq.core.messaging.broadcast import listen_op, read_broadcasts, record_run
+from ztq.core.messaging.channels import Channel, Subscription
+from ztq.core.middleware.base import Outcome, Run
 from ztq.worker.execute import call, prepare
 
 if TYPE_CHECKING:

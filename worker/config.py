@@ -33,9 +33,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 
 from ztq.core import settings
-from ztq.core.app import connection_flags, load_app
+from ztq.core.client.app import connection_flags, load_app
+from ztq.core.engine.keys import MAX_SHARDS, check_queue, check_shards
 from ztq.core.errors import ConfigError, InvalidName
-from ztq.core.keys import MAX_SHARDS, check_queue, check_shards
 from ztq.core.settings import NAME
 
 log = logging.getLogger(__name__)

@@ -15,12 +15,12 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ztq.core.calls import TaskCall
-from ztq.core.handle import app_or_default
-from ztq.core.storage import Storage
+from ztq.core.client.calls import TaskCall
+from ztq.core.client.handle import app_or_default
+from ztq.core.engine.storage import Storage
 
 if TYPE_CHECKING:
-    from ztq.core.app import App
+    from ztq.core.client.app import App
 
 log = logging.getLogger(__name__)
 

@@ -15,12 +15,12 @@ import traceback as tb
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ztq.core.engine.record import decode_payload
 from ztq.core.errors import PayloadError, Retry, SerializationError, UnknownTask, UnsupportedTask
-from ztq.core.middleware import Outcome
-from ztq.core.record import decode_payload
+from ztq.core.middleware.base import Outcome
 
 if TYPE_CHECKING:
-    from ztq.core.app import App
+    from ztq.core.client.app import App
 
 TRACEBACK_LIMIT = 20_000
 

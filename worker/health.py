@@ -21,8 +21,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from ztq.core.engine.storage import Storage
 from ztq.core.errors import ConfigError, ZtqError
-from ztq.core.storage import Storage
 
 log = logging.getLogger("ztq.worker")
 

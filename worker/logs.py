@@ -29,7 +29,7 @@ from collections import deque
 from datetime import datetime, timezone
 from typing import Any, TextIO
 
-from ztq.core.policies import LogRuns, RunLine
+from ztq.core.middleware.policies import LogRuns, RunLine
 from ztq.worker.context import current_run
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s%(task_tag)s %(message)s"
@@ -81,7 +81,7 @@ class TextFormatter(logging.Formatter):
 
 
 def _json_default(value: Any) -> Any:
-    iso = getattr(value, "iso", None)  # a lazy timestamp (ztq.core.policies.Clock)
+    iso = getattr(value, "iso", None)  # a lazy timestamp (ztq.core.middleware.policies.Clock)
     return iso() if callable(iso) else str(value)
 
 
@@ -201,7 +201,7 @@ class BufferedHandler(logging.StreamHandler):  # type: ignore[type-arg]
         return logging.getLogRecordFactory() is logging.LogRecord
 
     def take_run(self, level: int, created: float, line: RunLine) -> bool:
-        """Queue a run line of ``LogRuns`` (see :attr:`ztq.core.policies.LogRuns.sink`);
+        """Queue a run line of ``LogRuns`` (see :attr:`ztq.core.middleware.policies.LogRuns.sink`);
         False, and nothing done, when a record must be made instead."""
         if not self.alone(LogRuns.log, level):
             return False

@@ -18,13 +18,14 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ztq.core import monitor, timings
-from ztq.core.workers import log_event
+from ztq.core.engine.workers import log_event
+from ztq.core.monitor import queues as monitor
+from ztq.core.monitor import timings
 from ztq.worker.autoscale import Autoscaler, Decision, Host, Limits, Load
 from ztq.worker.config import ScaleSpec
 
 if TYPE_CHECKING:
-    from ztq.worker.executor import BaseExecutor
+    from ztq.worker.executors.threads import BaseExecutor
     from ztq.worker.worker import Worker
 
 log = logging.getLogger(__name__)
@@ -81,7 +82,7 @@ class Scaler:
 
     def describe(self) -> dict[str, dict[str, Any]]:
         """The heartbeat's ``autoscale``: range, pool, pinned and the last decision per queue
-        (read back by ``ztq.core.workers.autoscale_of``)."""
+        (read back by ``ztq.core.engine.workers.autoscale_of``)."""
         return {
             q: {
                 "min": s.low,

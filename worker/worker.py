@@ -16,11 +16,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ztq.core.app import App, check_shared_names, default_app, import_module, load_app
-from ztq.core.cron import CronTable
-from ztq.core.errors import ConfigError, ZtqError
-from ztq.core.storage import Reaped, Storage
-from ztq.core.workers import (
+from ztq.core.client.app import App, check_shared_names, default_app, import_module, load_app
+from ztq.core.client.cron import CronTable
+from ztq.core.engine.storage import Reaped, Storage
+from ztq.core.engine.workers import (
     disabled_cron,
     get_worker,
     log_event,
@@ -29,16 +28,17 @@ from ztq.core.workers import (
     take_commands,
     write_heartbeat,
 )
-from ztq.worker.async_pool import AsyncExecutor
+from ztq.core.errors import ConfigError, ZtqError
 from ztq.worker.channels import WorkerChannels
 from ztq.worker.config import MAX_ASYNC, MAX_THREADS, ThreadSpec, WorkerConfig
 from ztq.worker.execute import wrong_pool
-from ztq.worker.executor import BaseExecutor, Executor
+from ztq.worker.executors.async_pool import AsyncExecutor
+from ztq.worker.executors.threads import BaseExecutor, Executor
+from ztq.worker.executors.timeouts import TimeoutWatch
 from ztq.worker.health import Health, HealthServer, parse_address
 from ztq.worker.scaler import Scaler
 from ztq.worker.scheduler import Scheduler
 from ztq.worker.sysinfo import SysInfo
-from ztq.worker.timeouts import TimeoutWatch
 
 log = logging.getLogger(__name__)
 
@@ -328,7 +328,7 @@ class Worker:
         if not self.cfg.active_config:
             log.warning("set_threads refused: active_config is off for this worker")
             return
-        from ztq.core.keys import check_queue
+        from ztq.core.engine.keys import check_queue
 
         check_queue(queue)
         self.resize(queue, threads, pin=True)

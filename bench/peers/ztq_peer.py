@@ -10,7 +10,7 @@ import redis
 from bench.common import SLEEP_CONCURRENCY, peer_url, record_start
 from bench.peers.base import Peer
 from ztq.core import connect, task, transaction
-from ztq.core.keys import Keys
+from ztq.core.engine.keys import Keys
 from ztq.core.states import PRIORITIES
 
 

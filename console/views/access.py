@@ -14,8 +14,8 @@ from pyramid.view import view_config
 
 from ztq.console.security import OPERATE, end_stale, stale_session
 from ztq.console.web import audit, back, flash, text_param
-from ztq.core.sessions import SessionRecord, end_session, list_sessions
-from ztq.core.tokens import list_tokens, revoke_token
+from ztq.core.auth.sessions import SessionRecord, end_session, list_sessions
+from ztq.core.auth.tokens import list_tokens, revoke_token
 
 
 def _sessions(request: Any) -> list[SessionRecord]:

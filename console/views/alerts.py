@@ -1,6 +1,6 @@
 """Alerts (告警): what fires now, the rules, the history; and the console's evaluation thread.
 
-The rules come from ``ztq.alerts.*`` of the console's ini (:mod:`ztq.core.alerts`). With
+The rules come from ``ztq.alerts.*`` of the console's ini (:mod:`ztq.core.alerts.alerter`). With
 rules set, every console process evaluates them in a daemon thread; a Redis lock per round
 and the state in Redis keep several processes from sending the same message twice.
 """
@@ -12,7 +12,7 @@ from typing import Any
 from pyramid.view import view_config
 
 from ztq.console.web import page_size, text_param
-from ztq.core.alerts import Alerter, current, delivery_problem, history
+from ztq.core.alerts.alerter import Alerter, current, delivery_problem, history
 
 
 def start_evaluation(registry: Any) -> None:

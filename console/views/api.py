@@ -25,14 +25,15 @@ from ztq.console.web import (
     text_param,
     valid_task_id,
 )
-from ztq.core import monitor, streams, timings
-from ztq.core import overview as models
-from ztq.core.alerts import firing_count
-from ztq.core.filters import fields_matcher
-from ztq.core.logins import login_stats
-from ztq.core.sessions import count_sessions
-from ztq.core.tokens import count_tokens
-from ztq.core.workers import SHOWN, fleet, list_workers
+from ztq.core.alerts.alerter import firing_count
+from ztq.core.auth.logins import login_stats
+from ztq.core.auth.sessions import count_sessions
+from ztq.core.auth.tokens import count_tokens
+from ztq.core.engine.workers import SHOWN, fleet, list_workers
+from ztq.core.monitor import overview as models
+from ztq.core.monitor import queues as monitor
+from ztq.core.monitor import streams, timings
+from ztq.core.monitor.filters import fields_matcher
 
 
 def _page(page: monitor.Page, items: list[Any]) -> dict[str, Any]:

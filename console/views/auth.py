@@ -13,8 +13,8 @@ from pyramid.view import view_config
 from ztq.console.i18n import COOKIE, LANGS
 from ztq.console.security import check_login
 from ztq.console.web import safe_next, text_param
-from ztq.core.logins import login_failed, login_succeeded, login_wait
-from ztq.core.streams import write_audit
+from ztq.core.auth.logins import login_failed, login_succeeded, login_wait
+from ztq.core.monitor.streams import write_audit
 
 
 @view_config(route_name="home")
@@ -40,7 +40,7 @@ def login_form(request: Any) -> dict[str, Any]:
     permission=NO_PERMISSION_REQUIRED,
 )
 def login(request: Any) -> Any:
-    """Sign in, throttled per user name and client address (:mod:`ztq.core.logins`): while
+    """Sign in, throttled per user name and client address (:mod:`ztq.core.auth.logins`): while
     either is locked every attempt gets 429 with ``Retry-After``, before any password check."""
     name = text_param(request, "username", 64)
     password = request.POST.get("password", "")

@@ -8,8 +8,8 @@ from typing import Any
 from pyramid.view import view_config
 
 from ztq.console.web import logical_queues
-from ztq.core.broadcast import FINAL, recent_broadcasts
-from ztq.core.channels import channel_infos, channel_names
+from ztq.core.messaging.broadcast import FINAL, recent_broadcasts
+from ztq.core.messaging.channels import channel_infos, channel_names
 
 MOST_CHANNELS = 200  # channels one page shows (by name)
 MOST_QUEUES = 100  # queues whose broadcasts it reads

@@ -20,9 +20,10 @@ from ztq.console.web import (
     safe_next,
     text_param,
 )
-from ztq.core import bulk, monitor
-from ztq.core.filters import task_matcher
-from ztq.core.groups import group_errors
+from ztq.core.monitor import bulk
+from ztq.core.monitor import queues as monitor
+from ztq.core.monitor.filters import task_matcher
+from ztq.core.monitor.groups import group_errors
 
 
 def errors_query(request: Any) -> tuple[dict[str, str], list[str], monitor.Match | None]:

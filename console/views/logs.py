@@ -17,13 +17,14 @@ from ztq.console.web import (
     queue_filter,
     text_param,
 )
-from ztq.core import monitor, streams
-from ztq.core import overview as models
-from ztq.core.calls import TaskCall
+from ztq.core.client.calls import TaskCall
+from ztq.core.engine.storage import EnqueueEntry
+from ztq.core.engine.workers import set_cron_enabled, worker_ips
 from ztq.core.errors import ZtqError
-from ztq.core.filters import fields_matcher, task_matcher
-from ztq.core.storage import EnqueueEntry
-from ztq.core.workers import set_cron_enabled, worker_ips
+from ztq.core.monitor import overview as models
+from ztq.core.monitor import queues as monitor
+from ztq.core.monitor import streams
+from ztq.core.monitor.filters import fields_matcher, task_matcher
 
 STATUSES = ("done", "failed", "retry")
 KINDS = ("start", "stop", "reboot", "lost", "config", "command", "forget", "autoscale")

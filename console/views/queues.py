@@ -6,7 +6,6 @@ from typing import Any
 
 from pyramid.view import view_config
 
-from ztq.console.fmt import timechart
 from ztq.console.security import OPERATE
 from ztq.console.web import (
     audit,
@@ -18,12 +17,14 @@ from ztq.console.web import (
     page_size,
     valid_queue,
 )
-from ztq.core import monitor, timings
-from ztq.core import overview as overview_
+from ztq.core.engine.keys import split_shard
+from ztq.core.engine.queue_limits import WHEN_FULL
+from ztq.core.engine.workers import serving
 from ztq.core.errors import InvalidOption
-from ztq.core.keys import split_shard
-from ztq.core.queue_limits import WHEN_FULL
-from ztq.core.workers import serving
+from ztq.core.monitor import overview as overview_
+from ztq.core.monitor import queues as monitor
+from ztq.core.monitor import timings
+from ztq.core.monitor.fmt import timechart
 
 
 def overview(

@@ -7,7 +7,7 @@ from typing import Any
 
 from pyramid.view import view_config
 
-from ztq.core.systems import health_of_all
+from ztq.core.monitor.systems import health_of_all
 
 
 @view_config(route_name="systems", request_method="GET", renderer="systems.jinja2")

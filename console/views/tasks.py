@@ -21,10 +21,11 @@ from ztq.console.web import (
     valid_queue,
     valid_task_id,
 )
-from ztq.core import monitor, streams
-from ztq.core.filters import fields_matcher, task_matcher
-from ztq.core.record import TaskRecord
-from ztq.core.workers import send_command
+from ztq.core.engine.record import TaskRecord
+from ztq.core.engine.workers import send_command
+from ztq.core.monitor import queues as monitor
+from ztq.core.monitor import streams
+from ztq.core.monitor.filters import fields_matcher, task_matcher
 
 RUNS_BUDGET = 500  # history entries scanned for a task's recent runs
 SEARCH_BUDGET = 2000  # records scanned per search page

@@ -3,8 +3,9 @@
     python -m tests.console.bench [--tasks 1000000] [--errors 100000] [--workers 100]
 
 starts a private redis-server, fills it with pipelined raw writes in ztq's record layout
-(keys from ``ztq.core.keys``, heartbeats through ``ztq.core.workers``), and prints the median
-and worst time of each page over a few requests. :func:`fill` and :func:`time_pages` can be
+(keys from ``ztq.core.engine.keys``, heartbeats through ``ztq.core.engine.workers``), and
+prints the median and worst time of each page over a few requests. :func:`fill` and
+:func:`time_pages` can be
 called from ``bench/`` too.
 """
 
@@ -18,9 +19,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ztq.core.record import payload_list, stored_record
-from ztq.core.storage import Storage
-from ztq.core.workers import log_event, write_heartbeat
+from ztq.core.engine.record import payload_list, stored_record
+from ztq.core.engine.storage import Storage
+from ztq.core.engine.workers import log_event, write_heartbeat
 
 TRACEBACK = (
     'Traceback (most recent call last):\n  File "/srv/app/jobs.py", line {line}, in convert\n'
@@ -147,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     import ztq.core as ztq
     from tests.console.conftest import login
     from ztq.console import main as console
-    from ztq.core.passwords import hash_password
+    from ztq.core.auth.passwords import hash_password
     from ztq.worker.embedded import RedisProcess
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -10,8 +10,8 @@ from webtest import TestApp
 
 import ztq.core as ztq
 from ztq.console import main
-from ztq.core.passwords import hash_password
-from ztq.core.storage import Storage
+from ztq.core.auth.passwords import hash_password
+from ztq.core.engine.storage import Storage
 
 PASSWORD = "correct horse battery"
 SECRET = "test-secret-0123456789-abcdefghij"

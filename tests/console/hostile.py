@@ -20,10 +20,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.console import scenario
-from ztq.core.storage import EnqueueEntry, Finished, Storage
-from ztq.core.streams import write_audit
-from ztq.core.tokens import create_token
-from ztq.core.workers import log_event, publish_cron_entries, set_cron_enabled, write_heartbeat
+from ztq.core.auth.tokens import create_token
+from ztq.core.engine.storage import EnqueueEntry, Finished, Storage
+from ztq.core.engine.workers import (
+    log_event,
+    publish_cron_entries,
+    set_cron_enabled,
+    write_heartbeat,
+)
+from ztq.core.monitor.streams import write_audit
 
 MARKER = "__ztqHostile"  # a global the payloads set when their script runs
 EVIL = "ztq-evil"  # the id (prefix) of every element the payloads try to inject

@@ -10,9 +10,9 @@ import json
 import time
 from typing import Any
 
-from ztq.core.record import decode_payload
-from ztq.core.storage import Finished, Storage
-from ztq.core.workers import BAND, log_event, publish_cron_entries, write_heartbeat
+from ztq.core.engine.record import decode_payload
+from ztq.core.engine.storage import Finished, Storage
+from ztq.core.engine.workers import BAND, log_event, publish_cron_entries, write_heartbeat
 
 TRACEBACK = """Traceback (most recent call last):
   File "/srv/ztq/worker/execute.py", line 61, in run

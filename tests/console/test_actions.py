@@ -8,10 +8,10 @@ import ztq.core as ztq
 from tests import sample_tasks as t
 from tests.console import scenario
 from tests.console.conftest import post
-from ztq.core import streams
-from ztq.core.record import decode_payload
-from ztq.core.storage import Storage
-from ztq.core.workers import disabled_cron, take_commands
+from ztq.core.engine.record import decode_payload
+from ztq.core.engine.storage import Storage
+from ztq.core.engine.workers import disabled_cron, take_commands
+from ztq.core.monitor import streams
 
 
 def audit_log(store: Storage) -> list[dict]:

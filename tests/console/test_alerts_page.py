@@ -16,9 +16,9 @@ from tests.alert_receiver import Receiver, closed_url
 from tests.console import scenario
 from tests.console.conftest import login
 from ztq.console import main
-from ztq.core.alert_rules import parse_rules
-from ztq.core.alerts import Alerter, AlertSettings
-from ztq.core.storage import Storage
+from ztq.core.alerts.alerter import Alerter, AlertSettings
+from ztq.core.alerts.rules import parse_rules
+from ztq.core.engine.storage import Storage
 
 Apps = Callable[..., Any]
 

@@ -9,7 +9,7 @@ from webtest import TestApp
 from tests import sample_tasks as t
 from tests.console import scenario
 from tests.console.test_security import basic
-from ztq.core.storage import Storage
+from ztq.core.engine.storage import Storage
 
 
 def test_api_workers_and_queues(operator: TestApp, store: Storage) -> None:
@@ -95,8 +95,8 @@ def test_metrics_are_prometheus_text(anon: TestApp, store: Storage) -> None:
 
 
 def test_metrics_count_firing_alerts(operator: TestApp, store: Storage) -> None:
-    from ztq.core.alert_rules import parse_rules
-    from ztq.core.alerts import Alerter, AlertSettings
+    from ztq.core.alerts.alerter import Alerter, AlertSettings
+    from ztq.core.alerts.rules import parse_rules
 
     assert "ztq_alerts_firing 0" in operator.get("/metrics").text
     t.add.delay(1, 1)  # waiting, and no worker serves default

@@ -9,8 +9,8 @@ from webtest import TestApp
 from tests.console import scenario
 from tests.console.conftest import post
 from tests.console.test_actions import audit_log
-from ztq.core.storage import Storage
-from ztq.core.workers import log_event, take_commands
+from ztq.core.engine.storage import Storage
+from ztq.core.engine.workers import log_event, take_commands
 
 SCALED = {
     "mail": {"min": 0, "max": 8, "pool": "thread", "pinned": False,

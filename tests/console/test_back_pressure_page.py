@@ -17,7 +17,7 @@ from tests.console import test_browser
 from tests.console.conftest import post
 from tests.console.test_browser_phone import CJK, DESKTOP, sign_in, watch
 from ztq.console import main
-from ztq.core.storage import Storage
+from ztq.core.engine.storage import Storage
 
 Q = "press"
 

@@ -21,8 +21,8 @@ from tests import sample_tasks as t
 from tests.console import scenario
 from tests.console.conftest import PASSWORD
 from ztq.console import main
-from ztq.core import streams
-from ztq.core.storage import Storage
+from ztq.core.engine.storage import Storage
+from ztq.core.monitor import streams
 
 pytestmark = pytest.mark.browser
 

@@ -24,9 +24,9 @@ from tests.console import scenario, test_browser
 from tests.console.conftest import PASSWORD, login
 from ztq.console import main
 from ztq.console.zh import MESSAGES
-from ztq.core.sessions import list_sessions
-from ztq.core.storage import Storage
-from ztq.core.tokens import create_token
+from ztq.core.auth.sessions import list_sessions
+from ztq.core.auth.tokens import create_token
+from ztq.core.engine.storage import Storage
 
 pytestmark = pytest.mark.browser
 browser = test_browser.browser  # the same headless Chromium fixture

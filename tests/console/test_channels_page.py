@@ -7,8 +7,8 @@ from webtest import TestApp
 
 import ztq.core as ztq
 from tests import sample_tasks as t
-from ztq.core.broadcast import listen_op, record_run
-from ztq.core.storage import Storage
+from ztq.core.engine.storage import Storage
+from ztq.core.messaging.broadcast import listen_op, record_run
 
 
 def arrange(store: Storage) -> ztq.BroadcastHandle:

@@ -18,7 +18,7 @@ from webtest import TestApp
 from tests.test_doc_examples import code_blocks
 from ztq.console import main
 from ztq.console.config import load
-from ztq.core.logins import LoginPolicy
+from ztq.core.auth.logins import LoginPolicy
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "console.md"
 
@@ -54,9 +54,9 @@ def test_the_prometheus_configuration_sends_what_the_console_takes(
     [yml] = [b for b in code_blocks("console.md") if "scrape_configs" in b]
     kind, path = re.search(r"authorization: \{type: (\w+), credentials_file: (\S+)\}", yml).groups()  # type: ignore[union-attr]
     assert path == "/etc/prometheus/ztq.token"  # the file the token command wrote
-    from ztq.core.connection import make_client
-    from ztq.core.storage import Storage
-    from ztq.core.tokens import create_token
+    from ztq.core.auth.tokens import create_token
+    from ztq.core.engine.connection import make_client
+    from ztq.core.engine.storage import Storage
 
     token, _ = create_token(Storage(make_client(redis_url), url=redis_url), "prom", "viewer", 1)
     # Prometheus sends "Authorization: <type> <file contents>"

@@ -21,7 +21,7 @@ from tests.console.conftest import PASSWORD
 from tests.console.test_browser import ARGS, CHROMIUM
 from ztq.console import main
 from ztq.console.routes import ROUTES
-from ztq.core.storage import Storage
+from ztq.core.engine.storage import Storage
 
 pytestmark = pytest.mark.browser
 

@@ -11,8 +11,8 @@ from webtest import TestApp
 from tests.console.conftest import PASSWORD
 from tests.worker.conftest import wait_for
 from ztq.console import main
-from ztq.core.logins import LoginPolicy, login_failed, login_wait
-from ztq.core.storage import Storage
+from ztq.core.auth.logins import LoginPolicy, login_failed, login_wait
+from ztq.core.engine.storage import Storage
 
 
 def read_audit(store: Storage) -> list[dict[str, str]]:

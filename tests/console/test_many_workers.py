@@ -12,8 +12,8 @@ from webtest import TestApp
 from tests.console.conftest import post
 from tests.console.scenario import make_lost
 from tests.core.test_worker_fleet import oracle, populate
-from ztq.core.storage import Storage
-from ztq.core.workers import write_heartbeat
+from ztq.core.engine.storage import Storage
+from ztq.core.engine.workers import write_heartbeat
 
 
 def rows(html: str) -> list[str]:

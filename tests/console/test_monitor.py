@@ -1,4 +1,4 @@
-"""ztq.core.monitor: merged cursors across queues, scan budgets, and O(page) reads."""
+"""ztq.core.monitor.queues: merged cursors across queues, scan budgets, and O(page) reads."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import pytest
 from webtest import TestApp
 
 from tests.console.bench import fill
-from ztq.core import monitor, streams
-from ztq.core.storage import Storage
+from ztq.core.engine.storage import Storage
+from ztq.core.monitor import queues as monitor
+from ztq.core.monitor import streams
 
 
 def walk(fetch, limit: int) -> list:  # type: ignore[no-untyped-def]

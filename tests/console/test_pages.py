@@ -9,8 +9,8 @@ from webtest import TestApp
 
 from tests import sample_tasks as t
 from tests.console import scenario
-from ztq.console import fmt
-from ztq.core.storage import EnqueueEntry, Storage
+from ztq.core.engine.storage import EnqueueEntry, Storage
+from ztq.core.monitor import fmt
 
 PAGES = ["/workers", "/workers/app-1.4242", "/queues", "/queues/default", "/queues/mail",
          "/errors", "/errors?queue=mail", "/errors/groups", "/running", "/scheduled", "/history",

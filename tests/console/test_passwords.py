@@ -1,10 +1,10 @@
-"""ztq.core.passwords: the hashes of ``ztq.console.users``."""
+"""ztq.core.auth.passwords: the hashes of ``ztq.console.users``."""
 
 from __future__ import annotations
 
 import pytest
 
-from ztq.core.passwords import hash_password, is_valid_hash, verify_password
+from ztq.core.auth.passwords import hash_password, is_valid_hash, verify_password
 
 
 def test_scrypt_round_trip() -> None:

@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 
 import ztq.core as ztq
 from tests.console.conftest import PASSWORD, SECRET
-from ztq.core import streams
+from ztq.core.monitor import streams
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -16,9 +16,9 @@ from tests.console import scenario
 from tests.console.conftest import PASSWORD, SECRET, csrf, login, post
 from ztq.console import main
 from ztq.console.routes import PUBLIC, ROUTES
+from ztq.core.auth.passwords import hash_password
+from ztq.core.engine.storage import Storage
 from ztq.core.errors import ConfigError
-from ztq.core.passwords import hash_password
-from ztq.core.storage import Storage
 
 POST_ROUTES = {
     "/logout": {},

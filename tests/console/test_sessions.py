@@ -11,10 +11,10 @@ from webtest import TestApp
 from tests import sample_tasks as t
 from tests.console.conftest import PASSWORD, SECRET, login, post
 from ztq.console import main
-from ztq.core import streams
-from ztq.core.passwords import hash_password
-from ztq.core.sessions import TOKEN, session_handle
-from ztq.core.storage import Storage
+from ztq.core.auth.passwords import hash_password
+from ztq.core.auth.sessions import TOKEN, session_handle
+from ztq.core.engine.storage import Storage
+from ztq.core.monitor import streams
 
 
 def cookie(app: TestApp) -> str:

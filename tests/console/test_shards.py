@@ -10,8 +10,8 @@ from tests import sample_tasks as t
 from tests.console import scenario
 from tests.console.conftest import post
 from tests.console.test_actions import follow_bulk
-from ztq.core import monitor
-from ztq.core.storage import Storage
+from ztq.core.engine.storage import Storage
+from ztq.core.monitor import queues as monitor
 
 SHARDS = ["hot", "hot~1", "hot~2"]
 

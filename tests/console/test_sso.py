@@ -14,9 +14,9 @@ from webtest import TestApp
 from tests.console.conftest import PASSWORD, login, post
 from ztq.console import main
 from ztq.console.config import load
-from ztq.core import streams
+from ztq.core.engine.storage import Storage
 from ztq.core.errors import ConfigError
-from ztq.core.storage import Storage
+from ztq.core.monitor import streams
 
 PROXY = "10.0.0.5"
 SSO = {

@@ -27,9 +27,9 @@ from tests.console.conftest import login, post
 from tests.test_doc_examples import code_blocks
 from ztq.console import main
 from ztq.console.config import load
+from ztq.core.auth.sessions import SessionPolicy, list_sessions
+from ztq.core.engine.storage import Storage
 from ztq.core.errors import ConfigError
-from ztq.core.sessions import SessionPolicy, list_sessions
-from ztq.core.storage import Storage
 from ztq.worker.embedded import RedisProcess
 
 
@@ -258,7 +258,7 @@ def test_the_environment_gives_the_systems_too(
 
 
 def test_an_api_token_of_the_default_system_reads_every_system(two: Two) -> None:
-    from ztq.core.tokens import create_token
+    from ztq.core.auth.tokens import create_token
 
     token, _ = create_token(two.eu, "prometheus", "viewer", 1)
     app = TestApp(main({}, **two.settings))

@@ -11,7 +11,7 @@ from pathlib import Path
 from webtest import TestApp
 
 from tests.core.test_timings import _run
-from ztq.core.storage import Storage
+from ztq.core.engine.storage import Storage
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "ztq-dashboard.json"
 

@@ -17,9 +17,9 @@ from webtest import TestApp
 
 from tests.console.conftest import PASSWORD, post
 from tests.console.test_security import basic
-from ztq.core import streams
-from ztq.core.storage import Storage
-from ztq.core.tokens import InvalidToken, check_token, create_token, list_tokens
+from ztq.core.auth.tokens import InvalidToken, check_token, create_token, list_tokens
+from ztq.core.engine.storage import Storage
+from ztq.core.monitor import streams
 
 
 def ztq_cli(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:

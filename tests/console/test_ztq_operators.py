@@ -18,9 +18,10 @@ from webtest import TestApp
 from tests.console import dying_tasks, scenario
 from tests.console.conftest import post
 from tests.worker.conftest import stop_process, wait_for
-from ztq.core import monitor, streams
-from ztq.core.storage import Storage
-from ztq.core.workers import get_worker, log_event, write_heartbeat
+from ztq.core.engine.storage import Storage
+from ztq.core.engine.workers import get_worker, log_event, write_heartbeat
+from ztq.core.monitor import queues as monitor
+from ztq.core.monitor import streams
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -122,7 +123,7 @@ def test_queues_name_at_most_five_workers_and_count_the_threads_left_out(
 
 
 def test_a_fleet_bigger_than_what_is_read_is_named_in_part(store: Storage) -> None:
-    from ztq.core.workers import serving
+    from ztq.core.engine.workers import serving
 
     for i in range(6):
         write_heartbeat(store, f"w-{i}", heartbeat(f"w-{i}", {"mail": 1}))

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ztq.core.alert_rules import Rule, parse_rule, parse_rules
-from ztq.core.alerts import from_app_settings, resolve_settings
+from ztq.core.alerts.alerter import from_app_settings, resolve_settings
+from ztq.core.alerts.rules import Rule, parse_rule, parse_rules
 from ztq.core.errors import ConfigError
 
 

@@ -14,8 +14,7 @@ import ztq.core as ztq
 from tests import sample_tasks as t
 from tests.alert_receiver import Receiver, closed_url
 from tests.console import scenario
-from ztq.core.alert_rules import parse_rules
-from ztq.core.alerts import (
+from ztq.core.alerts.alerter import (
     Alerter,
     AlertSettings,
     current,
@@ -23,7 +22,8 @@ from ztq.core.alerts import (
     firing_count,
     history,
 )
-from ztq.core.storage import Storage
+from ztq.core.alerts.rules import parse_rules
+from ztq.core.engine.storage import Storage
 
 
 @pytest.fixture

@@ -149,7 +149,7 @@ def test_two_apps_on_one_redis_and_prefix_cannot_give_a_name_two_functions(redis
 def test_a_worker_refuses_to_start_when_two_apps_came_to_share_a_namespace(
     redis_url: str,
 ) -> None:
-    from ztq.worker.testing import worker_for
+    from ztq.worker.testing.helpers import worker_for
 
     a = App("alpha", redis_url=redis_url, prefix="alpha")
     b = App("beta", redis_url=redis_url, prefix="beta")

@@ -14,10 +14,10 @@ import pytest
 
 import ztq.core as ztq
 from tests import sample_tasks as t
-from ztq.core import monitor
-from ztq.core.cron import CronEntry
+from ztq.core.client.cron import CronEntry
+from ztq.core.engine.storage import Finished, Storage
 from ztq.core.errors import InvalidOption, QueueFull
-from ztq.core.storage import Finished, Storage
+from ztq.core.monitor import queues as monitor
 
 Q = "press"
 

@@ -8,8 +8,8 @@ import pytest
 
 import ztq.core as ztq
 from tests import sample_tasks as t
+from ztq.core.engine.record import TaskRecord
 from ztq.core.errors import ConfigError, ConnectionFailed
-from ztq.core.record import TaskRecord
 from ztq.worker.embedded import free_port
 
 

@@ -18,8 +18,8 @@ from ztq.core import (
     task,
     task_id_for,
 )
+from ztq.core.engine.record import decode_payload
 from ztq.core.errors import ConfigError
-from ztq.core.record import decode_payload
 
 
 def test_id_is_md5_of_documented_canonical_json() -> None:
@@ -183,8 +183,8 @@ def test_the_template_follows_the_tasks_options_and_refuses_what_prepare_refuses
 
 
 def test_the_prebuilt_json_encoders_write_what_json_writes() -> None:
-    """core/calls.py builds its C encoders once: same text, same errors, as JSONEncoder."""
-    from ztq.core.calls import _CANONICAL, _COMPACT
+    """core/client/calls.py builds its C encoders once: same text, same errors, as JSONEncoder."""
+    from ztq.core.client.calls import _CANONICAL, _COMPACT
 
     def run(encode: Any, value: Any) -> tuple[str, str]:
         try:

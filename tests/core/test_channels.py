@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 import ztq.core as ztq
-from ztq.core.channels import Message
-from ztq.core.files import FileReceiver, publish_file
-from ztq.core.storage import Storage
+from ztq.core.engine.storage import Storage
+from ztq.core.messaging.channels import Message
+from ztq.core.messaging.files import FileReceiver, publish_file
 
 
 def held(storage: Storage, name: str) -> int:
@@ -216,7 +216,7 @@ def test_the_broadcast_scripts_keep_one_slot_on_every_server(storage: Storage) -
     """Broadcasts without a worker: a listener joins, a broadcast goes out, the run is
     recorded, the listener leaves (Redis 7, Redis 6.2, Cluster)."""
     from tests import sample_tasks as t
-    from ztq.core.broadcast import listen_op, read_runs, record_run
+    from ztq.core.messaging.broadcast import listen_op, read_runs, record_run
 
     newest, _ = storage.call(*listen_op(storage, "default", "join", "box-1", 60_000))
     assert newest == "0-0"

@@ -1,5 +1,5 @@
 """A path for ZTQ users: ZTQ's keywords refused with a pointer at ztq's calls, and
-``ztq.core.compat`` running ZTQ's API on real Redis."""
+``ztq.core.contrib.compat`` running ZTQ's API on real Redis."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def send(body: str) -> None:
     [
         (lambda: send.delay("x", ztq_first=True),
          "ztq_first is ZTQ's option: use first=True (fn.enqueue(args, first=True)) or "
-         "ztq.core.compat"),
+         "ztq.core.contrib.compat"),
         (lambda: send.enqueue(("x",), {"ztq_callback": None}), "ztq_callback is ZTQ's option: "
          "use callback= (fn.enqueue(args, callback=done.prepare(args)))"),
         (lambda: send.prepare(("x",), ztq_fcallback=None), "ztq_fcallback is ZTQ's option: use "
@@ -47,14 +47,15 @@ def test_other_keywords_and_options_still_pass() -> None:
         send.prepare(("x",), colour="red")
 
 
-# -- ztq.core.compat on real Redis -------------------------------------------------------------
+# -- ztq.core.contrib.compat on real Redis ----------------------------------------------
 from collections.abc import Iterator  # noqa: E402
 from typing import Any  # noqa: E402
 
-from ztq.core import compat, monitor  # noqa: E402
-from ztq.core.compat import async_, ping_task, prepare_task  # noqa: E402
-from ztq.core.record import decode_payload  # noqa: E402
-from ztq.worker.testing import worker_for  # noqa: E402
+from ztq.core.contrib import compat  # noqa: E402
+from ztq.core.contrib.compat import async_, ping_task, prepare_task  # noqa: E402
+from ztq.core.engine.record import decode_payload  # noqa: E402
+from ztq.core.monitor import queues as monitor  # noqa: E402
+from ztq.worker.testing.helpers import worker_for  # noqa: E402
 
 app = ztq.App("ztq-compat", prefix="zc")
 seen: list[tuple[str, Any]] = []  # what the tasks below were called with, in order

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from ztq.core import monitor
-from ztq.core.storage import EnqueueEntry, Storage
+from ztq.core.engine.storage import EnqueueEntry, Storage
+from ztq.core.monitor import queues as monitor
 
 Q = "cost"
 PAYLOAD = '{"task":"cost.t","args":[],"kwargs":{}}'

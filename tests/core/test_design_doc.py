@@ -11,11 +11,11 @@ from pathlib import Path
 import ztq.core as ztq
 from tests import sample_tasks as t
 from tests.console import scenario
-from ztq.core.cron import CronEntry
-from ztq.core.keys import Keys
-from ztq.core.scripts import NAMES
-from ztq.core.storage import EnqueueEntry, Finished, Storage
-from ztq.core.workers import send_command, set_cron_enabled
+from ztq.core.client.cron import CronEntry
+from ztq.core.engine.keys import Keys
+from ztq.core.engine.scripts import NAMES
+from ztq.core.engine.storage import EnqueueEntry, Finished, Storage
+from ztq.core.engine.workers import send_command, set_cron_enabled
 
 DESIGN = Path(__file__).resolve().parents[2] / "docs" / "design.md"
 PLACEHOLDERS = {
@@ -105,17 +105,17 @@ def test_every_key_exists_with_the_documented_type(redis_url: str) -> None:
     storage.call(*storage.enqueue_op("handy", [EnqueueEntry("handed", "{}")]))
     table = ztq.CronTable([CronEntry("every-minute", t.noop.prepare(), "* * * * *")])
     table.fire(now=(int(time.time()) // 60) * 60 + 0.5)
-    from ztq.core.logins import LoginPolicy, login_failed
+    from ztq.core.auth.logins import LoginPolicy, login_failed
 
     login_failed(storage, LoginPolicy(), "ann", "192.0.2.1")  # the sign-in counters
-    from ztq.core.sessions import SessionPolicy, open_session
-    from ztq.core.tokens import create_token
+    from ztq.core.auth.sessions import SessionPolicy, open_session
+    from ztq.core.auth.tokens import create_token
 
     open_session(storage, SessionPolicy(), "s" * 32, user="ann", role="operator", grant="g",
                  via="password", ip="192.0.2.1", ua="test")  # fmt: skip
     create_token(storage, "prometheus", "viewer", 30)
     scenario.log(storage, "audit-probe", "ops")  # events
-    from ztq.core.broadcast import listen_op, record_run
+    from ztq.core.messaging.broadcast import listen_op, record_run
 
     storage.call(*listen_op(storage, "reports", "join", "mailer-1", 60_000))  # listeners
     sent = t.noop.broadcast()  # the queue's broadcasts and this one's record
@@ -125,8 +125,8 @@ def test_every_key_exists_with_the_documented_type(redis_url: str) -> None:
     news.publish({"n": 1})
     reader.ack(*reader.read())  # trimmed: a wake-up token in room
     storage.client.xadd(storage.keys.audit, {"who": "ops", "what": "redo"})
-    from ztq.core.alert_rules import parse_rules
-    from ztq.core.alerts import Alerter, AlertSettings
+    from ztq.core.alerts.alerter import Alerter, AlertSettings
+    from ztq.core.alerts.rules import parse_rules
 
     rules = parse_rules("no_worker *; error_rate * > 0 in 60m")
     assert Alerter(storage, AlertSettings(rules)).step() is not None  # the alerts, log, lock
@@ -149,7 +149,7 @@ def test_script_table_lists_every_script_with_what_it_returns() -> None:
     assert sorted(documented) == sorted(NAMES)
     for cells in rows:
         assert len(cells) == 4 and cells[2], f"{cells[0]}: say what it returns"
-    folder = Path(ztq.__file__).parent / "scripts"
+    folder = Path(ztq.__file__).parent / "engine" / "scripts"
     for name in NAMES:
         header = (folder / f"{name}.lua").read_text(encoding="utf-8").split("\n\n")[0]
         for part in ("KEYS", "ARGV", "Returns"):

@@ -1,4 +1,4 @@
-"""The packed path's connections (core/scripts.py, HeldConnections): one per thread and pool,
+"""The packed path's connections (core/engine/scripts.py, HeldConnections): one per thread and pool,
 held for the thread's life, closed with the thread, by ``Storage.close`` and after a demoted
 master's READONLY, so that the next call connects afresh."""
 
@@ -14,8 +14,8 @@ import redis
 
 import ztq.core as ztq
 from tests import sample_tasks as t
+from ztq.core.engine.scripts import HELD
 from ztq.core.errors import ConnectionFailed
-from ztq.core.scripts import HELD
 from ztq.worker.embedded import RedisProcess
 
 

@@ -32,7 +32,7 @@ def make_web(redis_url: str, *, with_tm: bool) -> webtest.TestApp:
     with Configurator(settings=settings) as config:
         if with_tm:
             config.include("pyramid_tm")
-        config.include("ztq.core.pyramid")
+        config.include("ztq.core.contrib.pyramid")
 
         def order(request):  # type: ignore[no-untyped-def]
             module.send_receipt.delay(int(request.params["n"]))
@@ -86,7 +86,7 @@ def test_django_enqueues_when_the_transaction_commits(shop: App, redis_url: str,
     from django.db import transaction
 
     import tests.integration_app as module
-    from ztq.core.django import enqueue_on_commit
+    from ztq.core.contrib.django import enqueue_on_commit
 
     shop.connect(redis_url)
     receipt = module.send_receipt.prepare
@@ -125,7 +125,7 @@ def test_integrations_md_fastapi_example(redis_url: str, monkeypatch: pytest.Mon
 
     from fastapi.testclient import TestClient
 
-    from ztq.worker.testing import worker_for
+    from ztq.worker.testing.helpers import worker_for
 
     monkeypatch.setenv("ZTQ_REDIS_URL", redis_url)
     text = (Path(__file__).resolve().parents[2] / "docs" / "integrations.md").read_text("utf-8")

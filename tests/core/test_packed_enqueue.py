@@ -1,4 +1,4 @@
-"""Enqueue goes out as one prebuilt command (core/scripts.py, PACKED): a function of ztq's
+"""Enqueue goes out as one prebuilt command (core/engine/scripts.py, PACKED): a function of ztq's
 library (FCALL) on Redis 7, the script by SHA (EVALSHA) where functions are missing (Redis
 6.2) or denied (an ACL); the same replies as redis-py's path. A missing library is loaded
 and the calls sent again; NOSCRIPT and a dropped connection fall back to redis-py's path."""
@@ -13,7 +13,7 @@ from redis.exceptions import ConnectionError
 
 import ztq.core as ztq
 from tests import sample_tasks as t
-from ztq.core.scripts import SCRIPTS
+from ztq.core.engine.scripts import SCRIPTS
 from ztq.worker.embedded import RedisProcess
 
 

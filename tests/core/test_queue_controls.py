@@ -14,8 +14,8 @@ import pytest
 
 import ztq.core as ztq
 from tests import sample_tasks as t
+from ztq.core.engine.storage import Finished, Storage
 from ztq.core.errors import InvalidOption
-from ztq.core.storage import Finished, Storage
 from ztq.worker.config import load_config
 
 Q = "xapian"

@@ -8,8 +8,8 @@ import time
 
 import ztq.core as ztq
 from tests import sample_tasks as t
-from ztq.core.record import decode_payload, payload_list, split_record, stored_record
-from ztq.core.storage import Finished, Storage
+from ztq.core.engine.record import decode_payload, payload_list, split_record, stored_record
+from ztq.core.engine.storage import Finished, Storage
 
 W = "worker-a"
 

@@ -1,5 +1,5 @@
 """The console's search rules records out from their raw text before parsing them
-(core/filters.py, TaskMatch.may_match): the same rows as matching every parsed record, for
+(core/monitor/filters.py, TaskMatch.may_match): the same rows as matching every parsed record, for
 texts in any field, of records written by ztq's scripts, by other clients and broken ones."""
 
 from __future__ import annotations
@@ -8,10 +8,11 @@ import pytest
 
 import ztq.core as ztq
 from tests import sample_tasks as t
-from ztq.core import monitor, record
-from ztq.core.filters import TaskMatch, task_matcher
-from ztq.core.record import TaskRecord
-from ztq.core.storage import Storage
+from ztq.core.engine import record
+from ztq.core.engine.record import TaskRecord
+from ztq.core.engine.storage import Storage
+from ztq.core.monitor import queues as monitor
+from ztq.core.monitor.filters import TaskMatch, task_matcher
 
 Q = "default"
 

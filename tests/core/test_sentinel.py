@@ -30,10 +30,10 @@ import ztq.core as ztq
 from tests import sample_tasks as t
 from tests.redis_sentinel import LocalSentinel
 from ztq.core import settings
-from ztq.core.aio import make_async_client
-from ztq.core.connection import SENTINEL_FORM, SentinelURL, make_client, parse_sentinel_url
+from ztq.core.client.aio import make_async_client
+from ztq.core.engine.connection import SENTINEL_FORM, SentinelURL, make_client, parse_sentinel_url
+from ztq.core.engine.storage import EnqueueEntry, Finished, Storage, safe_url
 from ztq.core.errors import ConfigError, ConnectionFailed
-from ztq.core.storage import EnqueueEntry, Finished, Storage, safe_url
 from ztq.worker.embedded import RedisProcess
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -335,8 +335,8 @@ def test_worker_cli_and_console_through_a_sentinel_url(
 ) -> None:
     from tests.console.conftest import PASSWORD, SECRET, login
     from ztq.console import main as console
-    from ztq.core.passwords import hash_password
-    from ztq.worker.cli import main as cli
+    from ztq.core.auth.passwords import hash_password
+    from ztq.worker.cli.commands import main as cli
 
     out = tmp_path / "ran"
     handles = [t.record.delay(str(out), str(i)) for i in range(20)]
@@ -453,7 +453,7 @@ def test_the_doc_console_ini_serves(
     from pyramid.paster import get_app
 
     from tests.console.conftest import SECRET
-    from ztq.core.passwords import hash_password
+    from ztq.core.auth.passwords import hash_password
 
     monkeypatch.delenv("ZTQ_REDIS_URL")
     monkeypatch.setenv("ZTQ_CONSOLE_SECRET", SECRET)

@@ -9,8 +9,8 @@ import pytest
 
 from ztq.console.config import load
 from ztq.core import settings
+from ztq.core.auth.passwords import hash_password
 from ztq.core.errors import ConfigError
-from ztq.core.passwords import hash_password
 from ztq.core.settings import IniValue, read_ini, resolve
 from ztq.worker.config import FIELD, WorkerConfig, load_config
 

@@ -15,10 +15,12 @@ import pytest
 
 import ztq.core as ztq
 from tests import sample_tasks as t
-from ztq.core import keys, monitor, overview
-from ztq.core.app import App
+from ztq.core.client.app import App
+from ztq.core.engine import keys
+from ztq.core.engine.storage import Storage
 from ztq.core.errors import ConfigError, InvalidOption
-from ztq.core.storage import Storage
+from ztq.core.monitor import overview
+from ztq.core.monitor import queues as monitor
 from ztq.worker.config import WorkerConfig
 from ztq.worker.worker import Worker
 

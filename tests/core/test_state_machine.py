@@ -64,8 +64,8 @@ from hypothesis.stateful import (
 
 import ztq.core as ztq
 from tests.core.model import LEVELS, LISTS, Lease, Model
-from ztq.core import monitor
-from ztq.core.storage import EnqueueEntry, Finished, Storage
+from ztq.core.engine.storage import EnqueueEntry, Finished, Storage
+from ztq.core.monitor import queues as monitor
 
 Q = "mq"
 IDS = ("t0", "t1", "t2", "t3", "t4")

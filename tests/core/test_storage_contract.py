@@ -9,8 +9,8 @@ import pytest
 
 import ztq.core as ztq
 from tests import sample_tasks as t
-from ztq.core.record import decode_payload
-from ztq.core.storage import Finished, Leased, Storage
+from ztq.core.engine.record import decode_payload
+from ztq.core.engine.storage import Finished, Leased, Storage
 
 W = "worker-a"
 
@@ -305,8 +305,8 @@ def test_scripts_are_reloaded_after_script_flush(storage: Storage) -> None:
 
 
 def test_a_disabled_cron_entry_lets_its_ticks_pass(storage: Storage) -> None:
-    from ztq.core.cron import CronEntry
-    from ztq.core.workers import disabled_cron, set_cron_enabled
+    from ztq.core.client.cron import CronEntry
+    from ztq.core.engine.workers import disabled_cron, set_cron_enabled
 
     entry = CronEntry("off-entry", t.noop.prepare(), "* * * * *")
     table = ztq.CronTable([entry])

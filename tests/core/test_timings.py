@@ -11,10 +11,11 @@ import pytest
 
 import ztq.core as ztq
 from tests import sample_tasks as t
-from ztq.core import monitor, timings
-from ztq.core.record import split_record
-from ztq.core.storage import Finished, Storage
-from ztq.core.timings import BUCKETS, Histogram, bucket_of
+from ztq.core.engine.record import split_record
+from ztq.core.engine.storage import Finished, Storage
+from ztq.core.monitor import queues as monitor
+from ztq.core.monitor import timings
+from ztq.core.monitor.timings import BUCKETS, Histogram, bucket_of
 
 Q = "default"
 

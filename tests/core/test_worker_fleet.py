@@ -11,8 +11,8 @@ import pytest
 
 import ztq.core as ztq
 from tests.console.scenario import make_lost
-from ztq.core.storage import Storage
-from ztq.core.workers import (
+from ztq.core.engine.storage import Storage
+from ztq.core.engine.workers import (
     BAND,
     SHOWN,
     Fleet,

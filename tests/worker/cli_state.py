@@ -15,9 +15,10 @@ from collections.abc import Callable
 from typing import Any
 
 from tests.console import scenario
-from ztq.core import App, TaskCall, tokens
-from ztq.core.record import decode_payload, split_record
-from ztq.core.storage import Finished, Storage
+from ztq.core import App, TaskCall
+from ztq.core.auth import tokens
+from ztq.core.engine.record import decode_payload, split_record
+from ztq.core.engine.storage import Finished, Storage
 
 WORKER_FRAME = (
     "/srv/shop/.venv/lib/python3.12/site-packages/ztq/worker/execute.py",

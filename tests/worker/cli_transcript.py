@@ -341,7 +341,7 @@ def deploy_outputs(wanted: list[Block]) -> dict[str, tuple[int, str]]:
 
 
 def _deploy_outputs(wanted: list[Block], tmp: str) -> dict[str, tuple[int, str]]:
-    from ztq.core.passwords import hash_password
+    from ztq.core.auth.passwords import hash_password
 
     redis = RedisProcess().start()
     health, console = free_port(), free_port()

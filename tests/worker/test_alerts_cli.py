@@ -18,10 +18,10 @@ import ztq.core as ztq
 from tests import sample_tasks as t
 from tests.alert_receiver import Receiver
 from tests.console import scenario
-from ztq.core.alert_webhook import message
-from ztq.core.alerts import current
-from ztq.core.storage import Storage
-from ztq.worker.cli import main
+from ztq.core.alerts.alerter import current
+from ztq.core.alerts.webhook import message
+from ztq.core.engine.storage import Storage
+from ztq.worker.cli.commands import main
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "alerts.md"
 
@@ -104,7 +104,7 @@ def test_the_ini_of_docs_alerts_md_loads_and_runs(
         # the file's Redis and webhook are examples: the environment wins over the file
         monkeypatch.setenv("ZTQ_REDIS_URL", redis_url)
         monkeypatch.setenv("ZTQ_ALERTS_WEBHOOK", hook.url)
-        from ztq.worker.alerts import load
+        from ztq.worker.cli.alerts import load
 
         cfg = load(main.__globals__["build_parser"]().parse_args(["alerts", "-c", str(path)]))
         assert [r.kind for r in cfg.rules] == ["error_rate", "error_rate", "oldest_wait",

@@ -14,7 +14,7 @@ import redis
 from tests import app_tasks
 from tests.worker.conftest import FAST, stop_process, wait_for
 from ztq.core import App
-from ztq.worker.cli import main
+from ztq.worker.cli.commands import main
 from ztq.worker.config import ThreadSpec, WorkerConfig
 from ztq.worker.worker import Worker
 

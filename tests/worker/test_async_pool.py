@@ -26,11 +26,11 @@ from tests.async_tasks import (
 )
 from tests.worker.conftest import wait_for
 from ztq.core import App
+from ztq.core.engine.workers import get_worker, send_command
 from ztq.core.errors import TaskFailed
-from ztq.core.workers import get_worker, send_command
 from ztq.worker import current_run
-from ztq.worker.async_pool import AsyncExecutor
-from ztq.worker.testing import eager, worker_for
+from ztq.worker.executors.async_pool import AsyncExecutor
+from ztq.worker.testing.helpers import eager, worker_for
 
 IMPORTS = {"imports": ("tests.async_tasks",)}
 
@@ -252,7 +252,7 @@ def test_concurrent_runs_each_carry_their_own_trace_span(start_worker, redis_url
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from ztq.core.otel import OpenTelemetry
+    from ztq.core.contrib.otel import OpenTelemetry
 
     exporter = InMemorySpanExporter()
     provider = TracerProvider()

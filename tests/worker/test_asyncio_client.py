@@ -10,9 +10,9 @@ import time
 import pytest
 
 from ztq.core import App
+from ztq.core.client.transaction import transaction
 from ztq.core.errors import ConfigError, TaskFailed
-from ztq.core.transaction import transaction
-from ztq.worker.testing import worker_for
+from ztq.worker.testing.helpers import worker_for
 
 
 @pytest.fixture

@@ -145,7 +145,7 @@ def test_pinned_queues_are_left_alone() -> None:
 
 # -- config ----------------------------------------------------------------------------------
 def test_ranges_in_the_ini_and_flags(tmp_path: Path) -> None:
-    from ztq.worker.cli import build_parser, scale_flag
+    from ztq.worker.cli.commands import build_parser, scale_flag
 
     path = tmp_path / "worker.ini"
     path.write_text("[server]\nautoscale_threads_max = 10\nautoscale_cpu_max = 70\n"
@@ -186,7 +186,7 @@ def test_bad_ranges(tmp_path: Path, entry: str, says: str) -> None:
 
 
 def test_a_range_and_a_count_for_one_queue_or_minima_over_the_cap(tmp_path: Path) -> None:
-    from ztq.worker.cli import _queue_flag, scale_flag
+    from ztq.worker.cli.commands import _queue_flag, scale_flag
 
     threads = tuple(_queue_flag("mail:2"))
     with pytest.raises(ConfigError, match="also given a thread count"):

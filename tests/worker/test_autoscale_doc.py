@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_doc_examples import code_blocks
-from ztq.worker.cli import _queue_flag, scale_flag
+from ztq.worker.cli.commands import _queue_flag, scale_flag
 from ztq.worker.config import ScaleSpec, ThreadSpec, load_config
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "autoscaling.md"

@@ -16,9 +16,10 @@ import pytest
 
 import ztq.core as ztq
 from tests.worker.conftest import stop_process, wait_for
-from ztq.core import monitor, streams
-from ztq.core.calls import TaskCall
-from ztq.core.workers import autoscale_of, get_worker, send_command
+from ztq.core.client.calls import TaskCall
+from ztq.core.engine.workers import autoscale_of, get_worker, send_command
+from ztq.core.monitor import queues as monitor
+from ztq.core.monitor import streams
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

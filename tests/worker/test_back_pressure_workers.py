@@ -15,7 +15,7 @@ import pytest
 import ztq.core as ztq
 from tests import sample_tasks as t
 from tests.worker.conftest import wait_for, worker_processes
-from ztq.core import monitor
+from ztq.core.monitor import queues as monitor
 
 Q = "press"
 LIMIT = 5

@@ -15,7 +15,7 @@ import pytest
 import ztq.core as ztq
 from tests import channel_tasks as t
 from tests.worker.conftest import FAST, wait_for
-from ztq.core.broadcast import listen_op
+from ztq.core.messaging.broadcast import listen_op
 from ztq.worker.channels import keep_reading
 from ztq.worker.worker import Worker
 
@@ -99,7 +99,7 @@ def test_a_broadcast_run_goes_through_the_apps_run_hooks(
     start_worker: Callable[..., Worker], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Logs and tracing see broadcast runs as they see task runs (before_run, after_run)."""
-    from ztq.core.middleware import Middleware, Outcome, Run
+    from ztq.core.middleware.base import Middleware, Outcome, Run
 
     seen: list[tuple[str, str, str]] = []
 
@@ -256,7 +256,7 @@ def test_on_a_cluster_one_reader_per_queue_runs_each_queues_broadcasts(
     redis_cluster: Any, tmp_path: Path
 ) -> None:
     """Queues in different slots: one XREAD cannot span them, so a reader each."""
-    from ztq.core.broadcast import send_broadcast
+    from ztq.core.messaging.broadcast import send_broadcast
     from ztq.worker.config import ThreadSpec, WorkerConfig
 
     redis_cluster.flush()

@@ -9,9 +9,9 @@ import pytest
 
 import ztq.core as ztq
 from tests import sample_tasks as t
-from ztq.core.storage import Storage
-from ztq.worker import cli
-from ztq.worker.cli import main
+from ztq.core.engine.storage import Storage
+from ztq.worker.cli import commands as cli
+from ztq.worker.cli.commands import main
 
 QUEUE = "default"
 

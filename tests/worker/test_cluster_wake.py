@@ -14,8 +14,8 @@ import pytest
 import ztq.core as ztq
 from tests import sample_tasks as t
 from tests.worker.conftest import FAST, wait_for
-from ztq.core.storage import Storage
-from ztq.core.waits import MultiWait
+from ztq.core.engine.storage import Storage
+from ztq.core.engine.waits import MultiWait
 from ztq.worker.config import ThreadSpec, WorkerConfig
 from ztq.worker.worker import Worker
 

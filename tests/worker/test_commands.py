@@ -9,9 +9,9 @@ import time
 import ztq.core as ztq
 from tests import sample_tasks as t
 from tests.worker.conftest import wait_for
-from ztq.core.workers import get_worker, send_command, take_commands
+from ztq.core.engine.workers import get_worker, send_command, take_commands
 from ztq.worker.config import ScaleSpec, ThreadSpec
-from ztq.worker.executor import Executor
+from ztq.worker.executors.threads import Executor
 
 
 def running_on(worker, task_id: str) -> bool:

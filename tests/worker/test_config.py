@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ztq.core.errors import ConfigError
-from ztq.worker.cli import main
+from ztq.worker.cli.commands import main
 from ztq.worker.config import ThreadSpec, load_config
 
 
@@ -125,7 +125,7 @@ def test_cli_reports_a_module_that_does_not_import(
 def test_queue_flags() -> None:
     cfg = load_config(None, threads=(), redis_url="redis://x:1/0")
     assert cfg.threads == (ThreadSpec("default-0", ("default",)),)
-    from ztq.worker.cli import _queue_flag
+    from ztq.worker.cli.commands import _queue_flag
 
     assert _queue_flag("mail", "process") == [ThreadSpec("mail-0", ("mail",), "process")]
     assert _queue_flag("pdf:2:process") == [

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from ztq.worker.demo_screen import mask_url
+from ztq.worker.demo.screen import mask_url
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -21,8 +21,8 @@ import pytest
 from tests import sample_tasks as t
 from tests.console.conftest import SECRET
 from tests.worker.cli_transcript import command_blocks
+from ztq.core.auth.passwords import hash_password
 from ztq.core.errors import ConfigError
-from ztq.core.passwords import hash_password
 from ztq.worker.embedded import RedisProcess
 from ztq.worker.health import parse_address
 

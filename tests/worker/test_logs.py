@@ -21,7 +21,7 @@ import pytest
 import ztq.core as ztq
 from tests import sample_tasks
 from tests.worker.conftest import wait_for
-from ztq.core.policies import LogRuns
+from ztq.core.middleware.policies import LogRuns
 from ztq.worker.logs import HANDLER, configure
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -203,7 +203,7 @@ def test_a_process_slot_child_logs_like_its_worker(redis_url: str, tmp_path: Pat
         )  # fmt: skip
     assert proc.returncode == 0, err.read_text()
     lines = [json.loads(line) for line in err.read_text().splitlines()]
-    from ztq.core.workers import get_worker
+    from ztq.core.engine.workers import get_worker
 
     worker = get_worker(ztq.get_storage(), "slot-logs", lost_after=3600)
     assert worker is not None and h.get(timeout=1) != worker.data["pid"]  # ran in the child

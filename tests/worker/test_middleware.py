@@ -13,8 +13,8 @@ import pytest
 import ztq.core as ztq
 from tests.worker.conftest import FAST, wait_for
 from ztq.core import App
-from ztq.core.middleware import NO_RETRY, Middleware, MiddlewareError, Outcome, Run
-from ztq.core.policies import Retries
+from ztq.core.middleware.base import NO_RETRY, Middleware, MiddlewareError, Outcome, Run
+from ztq.core.middleware.policies import Retries
 from ztq.worker.config import ThreadSpec, WorkerConfig
 from ztq.worker.worker import Worker
 
@@ -207,7 +207,7 @@ def test_a_middleware_that_raises_is_named_and_loses_nothing(serve, caplog) -> N
     with pytest.raises(MiddlewareError, match="middleware Refuse refused to enqueue job: no sec"):
         job.delay(secret="hunter2")
     assert app.storage().pending_count("default") == 0  # nothing was written
-    with caplog.at_level(logging.ERROR, logger="ztq.core.middleware"):
+    with caplog.at_level(logging.ERROR, logger="ztq.core.middleware.base"):
         h = job.delay()
         wait_for(lambda: app.ping(h) == "done")
     assert h.result == "ran"  # the run's outcome is its own, whatever a middleware did

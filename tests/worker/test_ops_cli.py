@@ -24,12 +24,12 @@ import pytest
 import ztq.core as ztq
 from tests import sample_tasks as t
 from tests.console import scenario
-from ztq.core import overview, streams
-from ztq.core.record import split_record
-from ztq.core.storage import Storage
-from ztq.core.workers import take_commands
-from ztq.worker import ops, terminal
-from ztq.worker.cli import main
+from ztq.core.engine.record import split_record
+from ztq.core.engine.storage import Storage
+from ztq.core.engine.workers import take_commands
+from ztq.core.monitor import overview, streams
+from ztq.worker.cli import ops, terminal
+from ztq.worker.cli.commands import main
 
 ZTQ = str(Path(sys.executable).with_name("ztq"))
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")

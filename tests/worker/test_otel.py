@@ -12,9 +12,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from ztq.core import App
+from ztq.core.contrib.otel import OpenTelemetry
 from ztq.core.errors import ConfigError
-from ztq.core.otel import OpenTelemetry
-from ztq.worker.testing import worker_for
+from ztq.worker.testing.helpers import worker_for
 
 
 def test_a_trace_runs_from_the_request_through_the_enqueue_into_the_run(redis_url: str) -> None:

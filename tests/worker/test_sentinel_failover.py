@@ -33,8 +33,8 @@ from tests.console.conftest import PASSWORD, SECRET, login
 from tests.redis_sentinel import SERVICE, LocalSentinel
 from tests.worker.conftest import wait_for
 from ztq.console import main
+from ztq.core.auth.passwords import hash_password
 from ztq.core.errors import ZtqError
-from ztq.core.passwords import hash_password
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow

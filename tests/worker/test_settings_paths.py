@@ -21,8 +21,8 @@ from tests import sample_tasks as t
 from tests.worker.conftest import stop_process, wait_for
 from ztq.console.config import load
 from ztq.core import settings
-from ztq.core.passwords import hash_password
-from ztq.worker.cli import main
+from ztq.core.auth.passwords import hash_password
+from ztq.worker.cli.commands import main
 from ztq.worker.config import load_config
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ import ztq.core as ztq
 from tests import sample_tasks as t
 from tests.worker.conftest import wait_for
 from ztq.core.errors import ConfigError
-from ztq.worker.cli import _queue_flag
+from ztq.worker.cli.commands import _queue_flag
 from ztq.worker.config import ThreadSpec, WorkerConfig, load_config, parse_queue_entry
 from ztq.worker.worker import Worker
 
@@ -111,7 +111,7 @@ def test_the_cli_shows_and_acts_on_a_sharded_queue_as_one(
     redis_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from tests.console import scenario
-    from ztq.worker.cli import main
+    from ztq.worker.cli.commands import main
 
     storage = ztq.get_storage()
     for n in range(30):
@@ -136,7 +136,7 @@ def test_the_cli_shows_and_acts_on_a_sharded_queue_as_one(
 def test_the_cli_sets_shows_and_lifts_a_running_limit(
     redis_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from ztq.worker.cli import main
+    from ztq.worker.cli.commands import main
 
     storage = ztq.get_storage()
     t.serial_write.delay("/dev/null", 1)
@@ -172,8 +172,9 @@ def test_the_cli_sets_shows_and_lifts_a_running_limit(
 def test_a_run_in_a_shard_shows_its_progress_on_the_workers_page(
     redis_url: str, start_worker: Callable[..., Worker], tmp_path: Path
 ) -> None:
-    from ztq.core import keys, overview
-    from ztq.core.calls import TaskCall
+    from ztq.core.client.calls import TaskCall
+    from ztq.core.engine import keys
+    from ztq.core.monitor import overview
 
     worker = start_worker({"hot": 1})
     release = tmp_path / "release"

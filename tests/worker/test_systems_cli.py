@@ -19,10 +19,10 @@ import ztq.core as ztq
 from tests import sample_tasks as t
 from tests.console import scenario
 from tests.test_doc_examples import code_blocks
-from ztq.core import monitor
-from ztq.core.connection import make_client
-from ztq.core.storage import Storage
-from ztq.worker.cli import main
+from ztq.core.engine.connection import make_client
+from ztq.core.engine.storage import Storage
+from ztq.core.monitor import queues as monitor
+from ztq.worker.cli.commands import main
 from ztq.worker.embedded import RedisProcess
 
 

@@ -70,7 +70,7 @@ def test_eager_mode_behaves_as_a_worker(ztq_eager, tmp_path):
 IN_MEMORY = """
 import pytest
 
-pytest_plugins = ["ztq.worker.pytest_plugin"]
+pytest_plugins = ["ztq.worker.testing.pytest_plugin"]
 
 
 @pytest.fixture(scope="session")
@@ -81,7 +81,7 @@ def ztq_redis_server():
 
 @pytest.mark.parametrize("where", ["redis-server", "in-memory"])
 def test_a_user_suite_with_the_plugin(pytester: pytest.Pytester, where: str) -> None:
-    conftest = 'pytest_plugins = ["ztq.worker.pytest_plugin"]\n'
+    conftest = 'pytest_plugins = ["ztq.worker.testing.pytest_plugin"]\n'
     pytester.makeconftest(IN_MEMORY if where == "in-memory" else conftest)
     memory = f"MEMORY = {where == 'in-memory'}\n"
     pytester.makepyfile(tasks=USER_TASKS, test_user=memory + USER_TESTS)

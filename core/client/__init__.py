@@ -1,0 +1,13 @@
+"""The client API: what an application calls to define, enqueue and follow tasks.
+
+The :class:`~ztq.core.client.app.App` (one per application, and a process-wide default)
+owns a registry of task functions, its Redis connections, its middleware and its cron
+table; ``calls`` builds what will be sent, ``enqueue`` and ``aio`` send it (one script
+call per batch), ``handle`` follows it, ``transaction`` holds it until commit, ``cron``
+sends it on a schedule. ``current`` keeps the default app's slot, which ``app`` fills, so
+that the modules below ``app`` reach the default without importing it.
+
+May import: ``ztq.core.errors``, ``ztq.core.states``, ``ztq.core.settings``, the engine,
+the middleware base and the messaging package. Never the monitor, alerts or auth packages,
+nor anything of the worker, the console or the CLI.
+"""

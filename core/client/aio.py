@@ -1,0 +1,290 @@
+"""The asyncio producer side: enqueue, ping and wait for results from an event loop.
+
+``await fn.adelay(...)``, ``await fn.aenqueue(args, kwargs, **options)``, ``await
+app.aping(id)`` and ``await handle.await_result(timeout=...)`` talk to Redis through
+``redis.asyncio`` with the same Lua scripts, key layout and middleware as the blocking
+API, so a FastAPI or aiohttp handler never blocks its event loop. Each app keeps its async
+connections apart from its blocking ones (they belong to one event loop each).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError, ReadOnlyError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from ztq.core import settings
+from ztq.core.engine.keys import shard_for, shard_names
+from ztq.core.engine.queue_limits import QueueLimits, RoomWait
+from ztq.core.engine.record import TaskRecord
+from ztq.core.engine.scripts import SCRIPTS, Op
+from ztq.core.engine.storage import (
+    MAX_BLOCK,
+    Storage,
+    block_ms,
+    latest_status,
+    read_entries,
+    safe_url,
+    tail_id,
+)
+from ztq.core.errors import ConfigError, ConnectionFailed, NotReplicated
+from ztq.core.states import TaskState
+
+if TYPE_CHECKING:
+    from ztq.core.client.app import App
+    from ztq.core.client.calls import TaskCall
+    from ztq.core.client.handle import TaskHandle
+
+
+def _is_cluster(client: Any) -> bool:
+    from redis.asyncio.cluster import RedisCluster
+
+    return isinstance(client, RedisCluster)
+
+
+def make_async_client(url: str, *, cluster: bool = False) -> Any:
+    """A ``redis.asyncio`` client for ``url`` (``redis+cluster://``, or ``cluster=True``,
+    for a Cluster; ``redis+sentinel://`` for the master a Sentinel names, as
+    :func:`ztq.core.engine.connection.make_client`)."""
+    import redis.asyncio as aioredis
+    from redis.asyncio.cluster import RedisCluster
+    from redis.asyncio.retry import Retry as AsyncRetry
+    from redis.asyncio.sentinel import Sentinel
+    from redis.backoff import NoBackoff
+
+    from ztq.core.engine.connection import SENTINEL_SCHEME, parse_sentinel_url, sentinel_options
+
+    common: dict[str, Any] = {"decode_responses": True, "socket_connect_timeout": 2.0,
+                              "socket_timeout": MAX_BLOCK + 2}  # fmt: skip
+    if url.startswith(SENTINEL_SCHEME):
+        spec = parse_sentinel_url(url)
+        to_sentinels, to_master = sentinel_options(spec, common, AsyncRetry(NoBackoff(), 0))
+        return Sentinel(spec.sentinels, sentinel_kwargs=to_sentinels).master_for(
+            spec.service, **to_master
+        )
+    try:
+        if url.startswith("redis+cluster://"):
+            return RedisCluster.from_url("redis://" + url[len("redis+cluster://") :], **common)
+        if cluster:
+            return RedisCluster.from_url(url, **common)
+        return aioredis.Redis.from_url(url, **common)
+    except ValueError as exc:
+        raise ConfigError(f"Redis URL {url!r} is not valid: {exc}") from exc
+
+
+class AsyncStorage:
+    """The async twin of :class:`Storage` for what producers do: the same scripts, and the
+    same key lists (built by a client-less :class:`Storage`, the one place keys are made)."""
+
+    def __init__(self, client: Any, *, prefix: str, url: str) -> None:
+        self.client = client
+        self.url = url
+        self.ops = Storage(None, prefix=prefix, url=url)  # builds keys and script args only
+        self.ops.is_cluster = _is_cluster(client)
+        self.keys = self.ops.keys
+        self._queues: set[str] = set()
+
+    async def _guarded(self, coro: Any) -> Any:
+        """:meth:`Storage.guard` for coroutines: unreachable, or a replica now (READONLY,
+        UNBLOCKED after a failover), is :class:`ConnectionFailed`, retried by callers."""
+        try:
+            return await coro
+        except ResponseError as exc:
+            if not (isinstance(exc, ReadOnlyError) or str(exc).startswith("UNBLOCKED")):
+                raise
+            with contextlib.suppress(Exception):  # the next try connects afresh
+                await self.client.connection_pool.disconnect()
+            raise ConnectionFailed(
+                f"Redis at {safe_url(self.url)} is a replica now (a failover?): {exc}"
+            ) from exc
+        except (RedisConnectionError, RedisTimeoutError) as exc:
+            raise ConnectionFailed(f"cannot reach Redis at {safe_url(self.url)}: {exc}") from exc
+
+    async def call(self, name: str, keys: Any, args: Any) -> Any:
+        sha = SCRIPTS.sha[name]
+        try:
+            return await self._guarded(self.client.evalsha(sha, len(keys), *keys, *args))
+        except NoScriptError:
+            await self._guarded(self.client.script_load(SCRIPTS.source[name]))
+            return await self._guarded(self.client.evalsha(sha, len(keys), *keys, *args))
+
+    async def execute(self, ops: Sequence[Op]) -> list[Any]:
+        """Several scripts in one round trip (the ops built by ``self.ops``, as for
+        :meth:`Storage.execute`)."""
+        return await self._guarded(SCRIPTS.acall_many(self.client, ops))
+
+    async def execute_replicated(
+        self, ops: Sequence[Op], replicas: int, timeout_ms: int
+    ) -> tuple[list[Any], int]:
+        """:meth:`Storage.execute_replicated` from a coroutine (not on a Cluster: the
+        asyncio cluster client cannot pin a WAIT to the connection that wrote)."""
+        if self.ops.is_cluster:
+            raise ConfigError(
+                "replicas= from asyncio on a Redis Cluster is not supported: enqueue with "
+                "delay()/enqueue() (they wait per master), or without replicas"
+            )
+        *replies, confirmed = await self._guarded(
+            SCRIPTS.acall_many(self.client, ops, wait=(replicas, timeout_ms))
+        )
+        return replies, int(confirmed)
+
+    async def wait(self, queues: Sequence[str], timeout: float) -> bool:
+        """:meth:`Storage.wait` for ready tasks, blocking only the awaiting coroutine."""
+        keys = self.ops.wait_keys(queues)
+        keys = keys[:1] if self.ops.is_cluster else keys  # an async pool serves one queue
+        timeout = min(max(timeout, 0.001), MAX_BLOCK)
+        return await self._guarded(self.client.blpop(keys, timeout=timeout)) is not None
+
+    async def queue_limits(self, queue: str) -> QueueLimits:
+        return QueueLimits.from_hash(
+            await self._guarded(self.client.hgetall(self.keys.config(queue)))
+        )
+
+    async def wait_room(self, queue: str, timeout: float) -> None:
+        """:meth:`Storage.wait_room`: until a fetch makes room in a full queue, or timeout."""
+        timeout = min(max(timeout, 0.01), MAX_BLOCK)
+        await self._guarded(self.client.blpop([self.keys.room(queue)], timeout=timeout))
+
+    async def set_run_info(
+        self, queue: str, task_id: str, token: int, worker: str, field: str, value: str
+    ) -> bool:
+        """:meth:`Storage.set_run_info` from a coroutine."""
+        return bool(
+            await self.call(*self.ops.run_info_op(queue, task_id, token, worker, field, value))
+        )
+
+    async def register_queue(self, queue: str, shards: int = 1) -> None:
+        """Record the queue (all its shards when it has more than one) in the global set."""
+        names = [n for n in shard_names(queue, shards) if n not in self._queues]
+        if names:
+            await self._guarded(self.client.sadd(self.keys.queues, *names))
+            self._queues.update(names)
+
+    async def record(self, queue: str, task_id: str) -> TaskRecord | None:
+        raw = await self._guarded(self.client.hget(self.keys.tasks(queue), task_id))
+        return None if raw is None else TaskRecord.from_raw(queue, task_id, raw)
+
+    async def locate(self, task_id: str) -> str | None:
+        for queue in sorted(await self._guarded(self.client.smembers(self.keys.queues))):
+            if await self._guarded(self.client.hexists(self.keys.tasks(queue), task_id)):
+                return str(queue)
+        return None
+
+    async def history_tail(self, queue: str) -> str:
+        key = self.keys.history(queue)
+        return tail_id(await self._guarded(self.client.xrevrange(key, "+", "-", count=1)))
+
+    async def wait_history(self, queue: str, after: str, timeout: float) -> list[Any]:
+        key = self.keys.history(queue)
+        read = self.client.xread({key: after}, count=500, block=block_ms(timeout))
+        return read_entries(await self._guarded(read))
+
+    async def finished_lately(self, queue: str, task_id: str, look: int = 1000) -> str | None:
+        key = self.keys.history(queue)
+        entries = await self._guarded(self.client.xrevrange(key, "+", "-", count=look))
+        return latest_status(entries, task_id)
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+
+async def astorage(app: App, name: str = "default") -> AsyncStorage:
+    """The app's async connection ``name`` for the running event loop (made on first use,
+    from the same settings as the blocking one)."""
+    loop = asyncio.get_running_loop()
+    key = (name, id(loop))
+    found = app.async_connections.get(key)
+    if found is None:
+        blocking = app.connections
+        url = blocking.url if name == "default" else None
+        if name != "default" and not blocking.has(name):
+            raise ConfigError(f"no Redis connection named {name!r}: call connect(url, name=...)")
+        if blocking.has(name):  # the same Redis and prefix as the blocking connection
+            storage = blocking.get(name)
+            url, prefix = storage.url, storage.keys.prefix
+        else:
+            resolved = settings.connection(url, blocking.prefix)
+            url, prefix = resolved.redis_url, resolved.prefix
+        found = AsyncStorage(make_async_client(url), prefix=prefix, url=url)
+        app.async_connections[key] = found
+    return found
+
+
+async def asend(call: TaskCall) -> TaskHandle[Any]:
+    """Enqueue one call from a coroutine: the blocking ``send``'s twin (one round trip)."""
+    from ztq.core.client.enqueue import entry, replicas_for, timeout_ms
+    from ztq.core.client.handle import TaskHandle, app_or_default
+    from ztq.core.client.transaction import current_buffer
+
+    app = app_or_default(call.app)
+    call = app.middleware.before_enqueue(app, call)
+    if current_buffer(app) is not None:
+        raise ConfigError(
+            "adelay/aenqueue inside a transaction: the block writes its tasks when it exits, "
+            "blocking; use delay() there, or enqueue outside the block"
+        )
+    storage = await astorage(app, call.connection)
+    shards = call.shards or app.registry.shards(call.queue)
+    await storage.register_queue(call.queue, shards)
+    task_id = call.resolve_id()
+    queue = shard_for(call.queue, task_id, shards)
+    op = storage.ops.enqueue_op(queue, [entry(call, task_id)])
+    replicas = replicas_for(app, [call])
+    confirmed = replicas
+    wait: RoomWait | None = None
+    while True:
+        if replicas:
+            [reply], confirmed = await storage.execute_replicated([op], replicas, timeout_ms(app))
+            returned_id, outcome = reply
+        else:
+            returned_id, outcome = await storage.call(*op)
+        if outcome != "full":
+            break
+        wait = wait or RoomWait(queue, await storage.queue_limits(queue))
+        await storage.wait_room(queue, wait.next_wait())  # QueueFull when it must not wait
+    handle: TaskHandle[Any] = TaskHandle(
+        str(returned_id), queue, call.connection, str(outcome), app
+    )
+    app.middleware.notify("after_enqueue", app, call, handle)
+    if confirmed < replicas:
+        raise NotReplicated([handle], confirmed, replicas)
+    return handle
+
+
+async def aping(
+    app: App, task: Any, queue: str | None = None, *, connection: str = "default"
+) -> str:
+    """The state of a task, from a coroutine (see :func:`ztq.core.client.handle.ping`)."""
+    task_id = getattr(task, "id", task)
+    queue = queue or getattr(task, "queue", None)
+    storage = await astorage(app, connection)
+    queue = queue or await storage.locate(task_id)
+    if queue is None:
+        return TaskState.NONE.value
+    rec = await storage.record(queue, task_id)
+    return TaskState.NONE.value if rec is None else rec.state.value
+
+
+async def await_result(handle: TaskHandle[Any], timeout: float | None = None) -> Any:
+    """:meth:`TaskHandle.get` for coroutines: the same results and errors, blocking only the
+    awaiting coroutine (XREAD BLOCK on its own connection)."""
+    from ztq.core.client.handle import Wait, app_or_default
+
+    storage = await astorage(app_or_default(handle.app), handle.connection)
+    wait = Wait(handle, timeout)
+    after = await storage.history_tail(handle.queue)
+    while True:
+        rec = await storage.record(handle.queue, handle.id)
+        gone = rec is None and await storage.finished_lately(handle.queue, handle.id) == "done"
+        if wait.settled(rec, gone):
+            return wait.value
+        while not wait.finished:
+            entries = await storage.wait_history(handle.queue, after, wait.left())
+            if not entries:
+                break
+            after = wait.saw(entries)

@@ -1,0 +1,430 @@
+"""The application object: one ztq app owns its Redis connections, its task registry, its
+cron schedule and its transaction policy (the role of huey's ``Huey``, Celery's ``Celery``).
+
+    from ztq.core import App
+
+    app = App("shop", redis_url="redis://cache:6379/2", prefix="shop")
+
+    @app.task(queue="mail", retries=3)
+    def send_mail(to: str) -> None: ...
+
+Two apps with different prefixes or Redis URLs live in one process without seeing each
+other's tasks. The module-level ``task``, ``connect``, ``ping``, ``transaction``,
+``add_cron`` ... act on the *default app*, made on first use: code written without an app
+keeps working, and the default app is the only process-wide state ztq keeps.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import threading
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
+
+from ztq.core.client.cron import DEFAULT_GRACE, CronEntry, CronSchedule
+from ztq.core.client.handle import TaskHandle
+from ztq.core.client.handle import ping as _ping
+from ztq.core.client.registry import Registry, TaskFunction, make_task, origin
+from ztq.core.engine.connection import Connections
+from ztq.core.engine.queue_limits import KEEP, Keep
+from ztq.core.engine.storage import Storage
+from ztq.core.errors import ConfigError
+from ztq.core.messaging.channels import Subscription
+from ztq.core.middleware.base import Chain, Middleware
+from ztq.core.middleware.policies import default_middleware
+from ztq.core.states import Priority
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+# every App alive in the process, only to find two that share a Redis and a prefix and give
+# one task name two functions (check_shared_names); not a registry of anything else
+_LIVE: weakref.WeakSet[App] = weakref.WeakSet()
+
+
+class App:
+    """One ztq application.
+
+    ``redis_url`` and ``prefix`` are the app's own settings; they count as flags (see
+    ``docs/settings.md``): when not given, ``ZTQ_REDIS_URL`` / ``ZTQ_PREFIX`` then the
+    defaults are used, resolved when the app first talks to Redis (never at import time).
+    """
+
+    def __init__(
+        self,
+        name: str = "ztq",
+        *,
+        redis_url: str | None = None,
+        prefix: str | None = None,
+        middleware: list[Middleware] | None = None,
+        replicas: int = 0,
+        replica_timeout: float = 1.0,
+    ) -> None:
+        if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
+            raise ConfigError(f"replicas must be an int >= 0, not {replicas!r}")
+        if not 0 < replica_timeout <= 60:
+            raise ConfigError(f"replica_timeout must be > 0 and <= 60 s, not {replica_timeout!r}")
+        self.name = name
+        # durable enqueue (docs/scaling.md): wait for this many replicas to confirm each
+        # enqueue, up to replica_timeout seconds; a call's own replicas= wins
+        self.replicas, self.replica_timeout = replicas, replica_timeout
+        self.connections = Connections(redis_url, prefix)
+        self.async_connections: dict[tuple[str, int], Any] = {}  # (name, event loop) -> conn
+        self.registry = Registry()
+        self.cron = CronSchedule()
+        # what the app's workers do with channels (docs/channels.md): the tasks subscribed
+        # to channels, and how many seconds of broadcasts sent before it started a worker
+        # runs (0: none; float("inf"): every one still kept)
+        self.subscriptions: dict[tuple[str, str], Subscription] = {}
+        self.broadcast_catch_up = 0.0
+        self.joins_transactions = False  # see use_transaction_manager()
+        # the built-in policies (docs/middleware.md), unless the list is given whole
+        self.middleware = Chain(default_middleware() if middleware is None else middleware)
+        _LIVE.add(self)
+
+    def __repr__(self) -> str:
+        return f"<ztq.App {self.name!r}>"
+
+    @property
+    def redis_url(self) -> str | None:
+        """The URL given to the app, if any (None: resolved from the settings)."""
+        return self.connections.url
+
+    @property
+    def prefix(self) -> str | None:
+        """The key prefix given to the app, if any (None: resolved from the settings)."""
+        return self.connections.prefix
+
+    def add_middleware(
+        self, middleware: Middleware, *, before: type[Middleware] | None = None
+    ) -> None:
+        """Add a middleware after the others (or before the first of class ``before``)."""
+        self.middleware.add(middleware, before=before)
+
+    # -- Redis -------------------------------------------------------------------------------
+    def connect(
+        self,
+        url: str | None = None,
+        *,
+        name: str = "default",
+        prefix: str | None = None,
+        cluster: bool | None = None,
+        client: Any = None,
+    ) -> Storage:
+        """Set (or replace) one of the app's connections (see :class:`Connections`)."""
+        return self.connections.connect(
+            url, name=name, prefix=prefix, cluster=cluster, client=client
+        )
+
+    def storage(self, name: str = "default") -> Storage:
+        """The named connection; the default one is made from the settings on first use."""
+        return self.connections.get(name)
+
+    def disconnect_all(self) -> None:
+        """Close the blocking connections and forget the async ones (they close with their
+        event loop's clients)."""
+        self.connections.close_all()
+        self.async_connections.clear()
+
+    # -- tasks -------------------------------------------------------------------------------
+    @overload
+    def task(self, fn: Callable[P, R], /) -> TaskFunction[P, R]: ...
+    @overload
+    def task(
+        self,
+        fn: None = None,
+        /,
+        *,
+        queue: str = "default",
+        name: str | None = None,
+        connection: str = "default",
+        priority: Priority | str = Priority.NORMAL,
+        retries: int = 0,
+        timeout: float | None = None,
+        unique: bool = True,
+        cron: str | None = None,
+        batch_size: int | None = None,
+        on_batch: Callable[[], Any] | None = None,
+        result_ttl: float | None = None,
+        shards: int | None = None,
+    ) -> Callable[[Callable[P, R]], TaskFunction[P, R]]: ...
+
+    def task(
+        self,
+        fn: Callable[..., Any] | None = None,
+        /,
+        *,
+        queue: str = "default",
+        name: str | None = None,
+        connection: str = "default",
+        priority: Priority | str = Priority.NORMAL,
+        retries: int = 0,
+        timeout: float | None = None,
+        unique: bool = True,
+        cron: str | None = None,
+        batch_size: int | None = None,
+        on_batch: Callable[[], Any] | None = None,
+        result_ttl: float | None = None,
+        shards: int | None = None,
+    ) -> Any:
+        """Register a function as a task of this app, by default as ``module.qualname`` on
+        queue ``default``.
+
+        ``cron="*/5 * * * *"`` also schedules it (no arguments); ``batch_size`` with
+        ``on_batch`` calls ``on_batch()`` after that many runs or when the queue runs dry;
+        ``result_ttl`` (seconds) keeps its results that long instead of the worker's setting;
+        ``shards=N`` spreads the queue over N sub-queues in N hash slots, so one busy queue
+        can use several Redis Cluster masters (docs/scaling.md); every task of the queue must
+        give the same N.
+        """
+
+        def register(f: Callable[..., Any]) -> TaskFunction[Any, Any]:
+            tf = make_task(
+                self,
+                f,
+                queue=queue,
+                name=name,
+                connection=connection,
+                priority=priority,
+                retries=retries,
+                timeout=timeout,
+                unique=unique,
+                batch_size=batch_size,
+                on_batch=on_batch,
+                result_ttl=result_ttl,
+                shards=shards,
+            )
+            self.registry.add(tf)
+            try:
+                check_shared_names(self, [tf.name])
+            except ConfigError:
+                self.registry.remove(tf.name)
+                raise
+            if cron is not None:
+                self.add_cron(tf.prepare(), cron, name=tf.name)
+            return tf
+
+        return register(fn) if fn is not None else register
+
+    def lookup(self, name: str) -> TaskFunction[Any, Any]:
+        """The task called ``name`` in this app, or :class:`~ztq.core.errors.UnknownTask`."""
+        return self.registry.lookup(name)
+
+    def registered(self) -> dict[str, TaskFunction[Any, Any]]:
+        return self.registry.all()
+
+    # -- cron --------------------------------------------------------------------------------
+    def add_cron(
+        self, call: Any, spec: str, *, name: str | None = None, grace: float = DEFAULT_GRACE
+    ) -> CronEntry:
+        """Schedule ``call`` (a prepared task, or a task to call without arguments)."""
+        return self.cron.add(call, spec, name=name, grace=grace)
+
+    def remove_cron(self, name: str) -> None:
+        self.cron.remove(name)
+
+    def cron_entries(self) -> list[CronEntry]:
+        return self.cron.entries()
+
+    # -- queues ------------------------------------------------------------------------------
+    def configure_queue(
+        self,
+        queue: str,
+        *,
+        max_running: int | None | Keep = KEEP,
+        max_pending: int | None | Keep = KEEP,
+        when_full: str | Keep = KEEP,
+        block_timeout: float | Keep = KEEP,
+        connection: str = "default",
+    ) -> None:
+        """Queue-wide settings, kept in Redis and enforced by the scripts for every producer
+        and worker (docs/queue-controls.md); settings not given are kept, None lifts a limit.
+
+        ``max_running=1`` makes a queue serial (a single-writer index is never written by
+        two runs at once, however many workers serve it). ``max_pending=N`` bounds the tasks
+        waiting to run; an enqueue that finds N waiting raises :class:`QueueFull`
+        (``when_full="raise"``), waits up to ``block_timeout`` seconds for room
+        (``"block"``), or puts the task in the queue's overflow buffer, fed in as the queue
+        drains (``"buffer"``: the producer never waits and nothing is lost)."""
+        self.connections.get(connection).configure(
+            queue, max_running=max_running, max_pending=max_pending, when_full=when_full,
+            block_timeout=block_timeout,
+        )  # fmt: skip
+
+    # -- channels ----------------------------------------------------------------------------
+    def subscribe_task(
+        self,
+        channel: str,
+        task: TaskFunction[Any, Any] | str,
+        *,
+        name: str | None = None,
+        start: str = "new",
+        connection: str = "default",
+    ) -> Subscription:
+        """Subscribe a task to a channel: the workers serving the task's queue read the
+        channel as subscriber ``name`` (default: the task's name) and turn each JSON message
+        into a run of the task, called with the message's value. The subscriber is made
+        when the first such worker starts (``start="all"``: with the messages held then)."""
+        task_name = task if isinstance(task, str) else task.name
+        sub = Subscription(channel, task_name, name or task_name, start, connection)
+        self.subscriptions[(channel, sub.name)] = sub
+        return sub
+
+    # -- enqueue side ------------------------------------------------------------------------
+    def ping(
+        self, task: TaskHandle | str, queue: str | None = None, *, connection: str = "default"
+    ) -> str:
+        """The state of a task of this app: queued, delayed, running, error, done or none."""
+        return _ping(task, queue, connection=connection, app=self)
+
+    async def aping(
+        self, task: TaskHandle | str, queue: str | None = None, *, connection: str = "default"
+    ) -> str:
+        """:meth:`ping` from a coroutine (``redis.asyncio``; never blocks the event loop)."""
+        from ztq.core.client.aio import aping
+
+        return await aping(self, task, queue, connection=connection)
+
+    def use_transaction_manager(self, enabled: bool = True) -> None:
+        """Make this app's enqueues join the ``transaction`` package's current transaction
+        (``pyramid_tm``): they are written when it commits, and dropped when it aborts."""
+        self.joins_transactions = enabled
+
+
+_default: App | None = None
+_default_lock = threading.Lock()
+
+
+def default_app() -> App:
+    """The app the module-level functions act on, made on first use."""
+    global _default
+    if _default is None:
+        with _default_lock:
+            if _default is None:
+                _default = App("default")
+    return _default
+
+
+def import_module(name: str) -> Any:
+    """Import a module of the user's project, from the current directory too (as rq and
+    celery do: ``ztq worker`` is started in the project's folder)."""
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    return importlib.import_module(name)
+
+
+def load_app(spec: str) -> App:
+    """The app named by ``module:attribute`` (``ztq worker --app myproj.tasks:app``)."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigError(f"app {spec!r} must be given as module:attribute, e.g. myproj.tasks:app")
+    try:
+        module = import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"cannot import the module of app {spec!r}: {exc}") from exc
+    app = getattr(module, attr, None)
+    if not isinstance(app, App):
+        raise ConfigError(f"{spec} is not a ztq.core.App (found {type(app).__name__})")
+    return app
+
+
+def connection_flags(
+    app: App | None, url: str | None, prefix: str | None
+) -> tuple[str | None, str | None]:
+    """The Redis URL and prefix flags: those given (command line), else the app's own."""
+    if app is None:
+        return url, prefix
+    return url or app.redis_url, prefix or app.prefix
+
+
+# -- the default app, module-level (what `from ztq.core import task, ...` gives) -------------
+if TYPE_CHECKING:
+    task = App().task  # the same signature and overloads as App.task
+else:
+
+    def task(fn=None, /, **options):
+        """``@task`` on the default app: see :meth:`App.task`."""
+        return default_app().task(fn, **options)
+
+
+def configure_queue(
+    queue: str,
+    *,
+    max_running: int | None | Keep = KEEP,
+    max_pending: int | None | Keep = KEEP,
+    when_full: str | Keep = KEEP,
+    block_timeout: float | Keep = KEEP,
+    connection: str = "default",
+) -> None:
+    """:meth:`App.configure_queue` of the default app."""
+    default_app().configure_queue(
+        queue, max_running=max_running, max_pending=max_pending, when_full=when_full,
+        block_timeout=block_timeout, connection=connection,
+    )  # fmt: skip
+
+
+def subscribe_task(
+    channel: str,
+    task: TaskFunction[Any, Any] | str,
+    *,
+    name: str | None = None,
+    start: str = "new",
+    connection: str = "default",
+) -> Subscription:
+    """:meth:`App.subscribe_task` of the default app."""
+    return default_app().subscribe_task(
+        channel, task, name=name, start=start, connection=connection
+    )
+
+
+def lookup(name: str) -> TaskFunction[Any, Any]:
+    return default_app().lookup(name)
+
+
+def registered() -> dict[str, TaskFunction[Any, Any]]:
+    return default_app().registered()
+
+
+def add_cron(
+    call: Any, spec: str, *, name: str | None = None, grace: float = DEFAULT_GRACE
+) -> CronEntry:
+    return default_app().add_cron(call, spec, name=name, grace=grace)
+
+
+def remove_cron(name: str) -> None:
+    default_app().remove_cron(name)
+
+
+def cron_entries() -> list[CronEntry]:
+    return default_app().cron_entries()
+
+
+def use_transaction_manager(enabled: bool = True) -> None:
+    """:meth:`App.use_transaction_manager` of the default app."""
+    default_app().use_transaction_manager(enabled)
+
+
+def check_shared_names(app: App, names: list[str] | None = None) -> None:
+    """Refuse a task name that two apps of this process give to two functions while they
+    share a Redis and a key prefix: their queues are one, so a worker of either would run
+    the other's payloads with its own function. Apps with their own prefix (or Redis) may
+    reuse names freely. Called when a task is registered and when a worker starts."""
+    mine = app.registered()
+    wanted = names if names is not None else list(mine)
+    where = app.connections.namespace()
+    for other in list(_LIVE):
+        if other is app:
+            continue
+        theirs = other.registered()
+        clash = [n for n in wanted if n in theirs and origin(theirs[n].fn) != origin(mine[n].fn)]
+        if clash and other.connections.namespace() == where:
+            name = clash[0]
+            raise ConfigError(
+                f"task name {name!r} of app {app.name!r} ({origin(mine[name].fn)}) is a task "
+                f"of app {other.name!r} too ({origin(theirs[name].fn)}), on the same Redis and "
+                f"prefix {where[1]!r}: a worker of either would run the other's tasks with its "
+                "own function; give one app its own prefix=..., or the task another name=..."
+            )

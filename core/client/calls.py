@@ -1,0 +1,423 @@
+"""A prepared task call: what to run, with which options, and how it is encoded.
+
+``TaskCall`` is ZTQ's ``prepare(...)``: it can be enqueued, buffered by a transaction, or
+given as ``callback`` / ``on_failure`` / ``on_progress`` of another call (chainable, since a
+callback carries its own options and callbacks).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import math
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from ztq.core.engine.keys import check_queue, check_shards
+from ztq.core.engine.record import payload_list
+from ztq.core.errors import InvalidName, InvalidOption, SerializationError
+from ztq.core.states import Priority
+
+if TYPE_CHECKING:
+    from ztq.core.client.app import App
+    from ztq.core.client.handle import TaskHandle
+
+TASK_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]{0,199}$")
+TASK_ID = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
+
+
+def check_task_name(name: str) -> str:
+    if not isinstance(name, str) or not TASK_NAME.match(name):
+        raise InvalidName(f"task name {name!r} is not allowed: use a dotted Python name")
+    return name
+
+
+def check_task_id(task_id: str) -> str:
+    if not isinstance(task_id, str) or not TASK_ID.match(task_id):
+        raise InvalidName(
+            f"task id {task_id!r} is not allowed: 1-128 letters, digits, '_', '.', ':' or '-'"
+        )
+    return task_id
+
+
+class _Encoder:
+    """A ``json.JSONEncoder`` whose C encoder is built once: ``JSONEncoder.encode`` builds
+    one per call, two thirds of encoding a short argument list (a transaction encodes one
+    per task). Top-level strings and numbers, and Pythons without the C encoder, take the
+    plain path; after an error the C encoder is built again (its circular-reference marks
+    may be left over)."""
+
+    def __init__(self, **options: Any) -> None:
+        self.plain = json.JSONEncoder(**options)
+        self._fast = self._build()
+
+    def _build(self) -> Callable[[Any, int], Any] | None:
+        e = self.plain
+        make = getattr(json.encoder, "c_make_encoder", None)
+        if make is None:
+            return None
+        basic = (
+            json.encoder.encode_basestring_ascii
+            if e.ensure_ascii
+            else json.encoder.encode_basestring
+        )
+        try:
+            return make({}, e.default, basic, e.indent, e.key_separator, e.item_separator,  # type: ignore[no-any-return]
+                        e.sort_keys, e.skipkeys, e.allow_nan)  # fmt: skip
+        except TypeError:  # another signature: the plain path
+            return None
+
+    def encode(self, value: Any) -> str:
+        fast = self._fast
+        if fast is None or type(value) not in (list, dict):
+            return self.plain.encode(value)
+        try:
+            return "".join(fast(value, 0))
+        except BaseException:
+            self._fast = self._build()
+            raise
+
+
+# one encoder each, built once: json.dumps with options builds a new encoder per call
+_COMPACT = _Encoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+_CANONICAL = _Encoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False, sort_keys=True)
+
+
+def encode_json(value: Any, what: str) -> str:
+    """Compact JSON or a :class:`SerializationError` that says what could not be encoded."""
+    try:
+        return _COMPACT.encode(value)
+    except (TypeError, ValueError) as exc:
+        raise SerializationError(
+            f"{what} cannot be sent as JSON (ztq never pickles): {exc}"
+        ) from exc
+
+
+def task_id_for(queue: str, task: str, args: list[Any], kwargs: dict[str, Any]) -> str:
+    """The dedup id: hex MD5 of the canonical JSON of queue, task name, args and kwargs.
+
+    Canonical: ``json.dumps({"args":..., "kwargs":..., "queue":..., "task":...},
+    sort_keys=True, separators=(",", ":"), ensure_ascii=True)`` encoded as UTF-8. Options
+    (priority, delay, callbacks, ...) are not part of it: the same work with other options is
+    the same task.
+    """
+    canonical = _CANONICAL.encode({"args": args, "kwargs": kwargs, "queue": queue, "task": task})
+    return hashlib.md5(canonical.encode("utf-8"), usedforsecurity=False).hexdigest()
+
+
+# ZTQ passed its options as ``ztq_*`` keywords of the call itself; ztq takes options as
+# keyword arguments of ``enqueue``/``prepare`` and every keyword of ``delay`` is an argument
+# of the task. A ``ztq_*`` argument is refused at the call (ZTQ code would otherwise store the
+# option as an argument, and the worker fail the task with WrongArguments): see
+# docs/migrating-from-ztq.md and ztq.core.contrib.compat, which maps these names.
+ZTQ_OPTIONS = {  # ZTQ's name -> (ztq's option, how a call gives it)
+    "ztq_first": ("first=True", "fn.enqueue(args, first=True)"),
+    "ztq_callback": ("callback=", "fn.enqueue(args, callback=done.prepare(args))"),
+    "ztq_fcallback": ("on_failure=", "fn.enqueue(args, on_failure=failed.prepare(args))"),
+    "ztq_pcallback": ("on_progress=", "fn.enqueue(args, on_progress=progress.prepare(args))"),
+    "ztq_queue": ("queue=", "fn.enqueue(args, queue='mail')"),
+    "ztq_transaction": ("with transaction():", "calls in the block are sent at its end"),
+    "ztq_run": ("ping() before delay()", "compat.ping_task(fn, *args, ztq_run=True)"),
+}
+
+
+def ztq_option_error(name: str) -> InvalidOption:
+    """The error for a ``ztq_*`` keyword given to ``delay``/``enqueue``/``prepare``."""
+    if name not in ZTQ_OPTIONS:
+        return InvalidOption(
+            f"{name} looks like one of ZTQ's options: keyword arguments starting with ztq_ "
+            "are reserved; give options to fn.enqueue(args, kwargs, **options), or call "
+            "through ztq.core.contrib.compat (docs/migrating-from-ztq.md)"
+        )
+    option, example = ZTQ_OPTIONS[name]
+    return InvalidOption(
+        f"{name} is ZTQ's option: use {option} ({example}) or ztq.core.contrib.compat"
+    )
+
+
+def _priority(value: Priority | str) -> Priority:
+    if type(value) is Priority:
+        return value
+    try:
+        return Priority(value)
+    except ValueError:
+        raise InvalidOption(f"priority must be one of high, normal, low, not {value!r}") from None
+
+
+def _seconds(value: Any, what: str, *, allow_zero: bool = True) -> float | None:
+    if value is None:
+        return None
+    if type(value) is float and value > 0 and math.isfinite(value):
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InvalidOption(f"{what} must be a number of seconds, not {value!r}")
+    if value < 0 or (value == 0 and not allow_zero):
+        raise InvalidOption(f"{what} must be {'>= 0' if allow_zero else '> 0'}, not {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class TaskCall:
+    """One call of a registered task with its options; immutable, reusable."""
+
+    task: str
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    queue: str = "default"
+    connection: str = "default"
+    priority: Priority = Priority.NORMAL
+    delay: float | None = None
+    eta: float | None = None  # epoch seconds
+    first: bool = False
+    unique: bool = True
+    id: str | None = None
+    callback: TaskCall | None = None
+    on_failure: TaskCall | None = None
+    on_progress: TaskCall | None = None
+    timeout: float | None = None
+    retries: int = 0
+    result_ttl: float | None = None  # seconds its result is kept; None: the worker's setting
+    pass_result: bool = False  # as a callback: the parent's result comes first in its args
+    # durable enqueue: replicas that must confirm the write (None: the app's setting); how
+    # the call is sent, not what it is: not in the payload, the id or equality
+    replicas: int | None = field(default=None, compare=False)
+    # the queue's shard count (None: what the app's tasks declare for the queue, else 1); it
+    # picks the sub-queue the task goes to, not what the task is: not in the id or equality
+    shards: int | None = field(default=None, compare=False)
+    # headers that travel with the task to its run (e.g. a trace context); not in the id
+    meta: dict[str, str] = field(default_factory=dict)
+    # the app that sends it (None: the default app); not part of the payload or of equality
+    app: App | None = field(default=None, repr=False, compare=False)
+    _payload: str = field(default="", init=False, repr=False, compare=False)
+    _id: str = field(default="", init=False, repr=False, compare=False)  # the MD5, once known
+
+    def __post_init__(self) -> None:
+        check_task_name(self.task)
+        check_queue(self.queue)
+        if not isinstance(self.args, (list, tuple)):
+            raise InvalidOption(f"args must be a list or tuple, not {type(self.args).__name__}")
+        if not isinstance(self.kwargs, dict):
+            raise InvalidOption("kwargs must be a dict with str keys")
+        for key in self.kwargs:  # one pass over the keys, and none when there are none
+            if not isinstance(key, str):
+                raise InvalidOption("kwargs must be a dict with str keys")
+            if key[:4] == "ztq_":
+                raise ztq_option_error(key)
+        if not isinstance(self.meta, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in self.meta.items()
+        ):
+            raise InvalidOption("meta must be a dict of str to str")
+        object.__setattr__(self, "args", tuple(self.args))
+        object.__setattr__(self, "priority", _priority(self.priority))
+        object.__setattr__(self, "delay", _seconds(self.delay, "delay"))
+        object.__setattr__(self, "timeout", _seconds(self.timeout, "timeout", allow_zero=False))
+        object.__setattr__(self, "result_ttl", _seconds(self.result_ttl, "result_ttl"))
+        eta = self.eta
+        if isinstance(eta, datetime):
+            eta = eta.timestamp()
+        object.__setattr__(self, "eta", _seconds(eta, "eta"))
+        if self.delay is not None and self.eta is not None:
+            raise InvalidOption("give delay or eta, not both")
+        if isinstance(self.retries, bool) or not isinstance(self.retries, int) or self.retries < 0:
+            raise InvalidOption(f"retries must be an int >= 0, not {self.retries!r}")
+        if self.replicas is not None and (
+            isinstance(self.replicas, bool)
+            or not isinstance(self.replicas, int)
+            or self.replicas < 0
+        ):
+            raise InvalidOption(f"replicas must be an int >= 0, not {self.replicas!r}")
+        if self.shards is not None:
+            try:
+                check_shards(self.shards)
+            except InvalidName as exc:
+                raise InvalidOption(str(exc)) from None
+        if self.id is not None:
+            check_task_id(self.id)
+        for name in ("callback", "on_failure", "on_progress"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, TaskCall):
+                raise InvalidOption(
+                    f"{name} must be a prepared task (fn.prepare(...)), not {value!r}"
+                )
+        # encode now so that a bad argument fails at the caller, not in a worker; the text
+        # is kept for payload()
+        object.__setattr__(self, "_payload", self._encode_payload())
+
+    def with_options(self, **changes: Any) -> TaskCall:
+        """A copy with other options (``TaskCall`` is immutable)."""
+        return replace(self, **changes)
+
+    # -- encoding ----------------------------------------------------------------------------
+    def resolve_id(self) -> str:
+        """The explicit id, the MD5 dedup id, or a fresh random id when ``unique=False``."""
+        if self.id is not None:
+            return self.id
+        if not self.unique:
+            return os.urandom(16).hex()  # 128 random bits, as uuid4 (whose object cost 2 µs)
+        return self._id or task_id_for(self.queue, self.task, list(self.args), self.kwargs)
+
+    def delay_ms(self, now: float | None = None) -> int:
+        if self.eta is not None:
+            now = time.time() if now is None else now
+            return max(0, int(round((self.eta - now) * 1000)))
+        return int(round((self.delay or 0) * 1000))
+
+    def options_dict(self) -> dict[str, Any]:
+        """The options a worker needs, only those that differ from the defaults."""
+        opts: dict[str, Any] = {}
+        if self.retries:
+            opts["retries"] = self.retries
+        if self.timeout is not None:
+            opts["timeout"] = self.timeout
+        if self.result_ttl is not None:
+            opts["result_ttl"] = self.result_ttl
+        if self.meta:
+            opts["meta"] = self.meta
+        for name in ("callback", "on_failure", "on_progress"):
+            value = getattr(self, name)
+            if value is not None:
+                opts[name] = value.to_dict()
+        return opts
+
+    def payload(self) -> str:
+        """The payload JSON stored in Redis (encoded once, when the call was made)."""
+        return self._payload
+
+    def _encode_payload(self) -> str:
+        """``[task, args, kwargs, opts]``, without the empty ones at the end: every queued
+        task carries its payload, and a list spends no bytes on keys (ztq.core.engine.record)."""
+        data = payload_list(self.task, list(self.args), self.kwargs, self.options_dict())
+        return encode_json(data, f"arguments of {self.task}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """A callback as stored inside its parent's payload."""
+        data: dict[str, Any] = {
+            "task": self.task,
+            "args": list(self.args),
+            "kwargs": self.kwargs,
+            "queue": self.queue,
+        }
+        if self.connection != "default":
+            data["connection"] = self.connection
+        if self.shards is not None:
+            data["shards"] = self.shards
+        if self.priority is not Priority.NORMAL:
+            data["priority"] = self.priority.value
+        if self.delay:
+            data["delay"] = self.delay
+        if self.first:
+            data["first"] = True
+        if not self.unique:
+            data["unique"] = False
+        if self.id is not None:
+            data["id"] = self.id
+        if self.pass_result:
+            data["pass_result"] = True
+        opts = self.options_dict()
+        if opts:
+            data["opts"] = opts
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], app: App | None = None) -> TaskCall:
+        """Rebuild a callback stored by :meth:`to_dict`, to be sent by ``app``."""
+        opts = dict(data.get("opts") or {})
+
+        def nested(name: str) -> TaskCall | None:
+            return cls.from_dict(opts[name], app) if opts.get(name) else None
+
+        return cls(
+            task=data["task"],
+            args=tuple(data.get("args") or ()),
+            kwargs=dict(data.get("kwargs") or {}),
+            queue=data.get("queue", "default"),
+            connection=data.get("connection", "default"),
+            shards=data.get("shards"),
+            priority=Priority(data.get("priority", "normal")),
+            delay=data.get("delay"),
+            first=bool(data.get("first", False)),
+            unique=bool(data.get("unique", True)),
+            id=data.get("id"),
+            timeout=opts.get("timeout"),
+            retries=int(opts.get("retries", 0)),
+            result_ttl=opts.get("result_ttl"),
+            meta=dict(opts.get("meta") or {}),
+            pass_result=bool(data.get("pass_result", False)),
+            callback=nested("callback"),
+            on_failure=nested("on_failure"),
+            on_progress=nested("on_progress"),
+            app=app,
+        )
+
+    # -- sending -----------------------------------------------------------------------------
+    def enqueue(self) -> TaskHandle:
+        """Send the call now, or buffer it when a transaction is open."""
+        return _send()(self)
+
+
+@functools.cache
+def _send() -> Callable[[TaskCall], TaskHandle]:
+    """``ztq.core.client.enqueue.send``, imported on first use (it imports this module)."""
+    from ztq.core.client.enqueue import send
+
+    return send
+
+
+class CallTemplate:
+    """What every call of one task with its default options shares, validated and encoded
+    once (``fn.delay(...)`` is one-by-one enqueue's hot path): the options, the payload's
+    JSON around the arguments, the canonical JSON around them for the dedup id. A call
+    made here equals ``TaskCall(task, args, kwargs, <the same options>)`` field for field,
+    payload and id included (tests/core/test_calls.py checks it)."""
+
+    def __init__(self, base: TaskCall) -> None:
+        self.base = base  # validated by TaskCall(), with no arguments
+        self.fields = dict(base.__dict__)
+        self.head = "[" + _COMPACT.encode(base.task) + ","
+        opts = base.options_dict()
+        opts_json = encode_json(opts, f"options of {base.task}") if opts else ""
+        # after the kwargs, or with none: after an empty one when options follow
+        self.tail = ("," + opts_json if opts else "") + "]"
+        self.tail_no_kwargs = (",{}," + opts_json if opts else "") + "]"
+        self.dedup = base.unique and base.id is None
+        queue_task = _CANONICAL.encode(base.queue) + ',"task":' + _CANONICAL.encode(base.task)
+        self.id_tail = ',"queue":' + queue_task + "}"
+
+    def call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> TaskCall:
+        """The call of the task with these arguments (a SerializationError, InvalidOption
+        as ``TaskCall`` raises them)."""
+        for key in kwargs:
+            if not isinstance(key, str):
+                raise InvalidOption("kwargs must be a dict with str keys")
+            if key[:4] == "ztq_":
+                raise ztq_option_error(key)
+        what = f"arguments of {self.base.task}"
+        listed = list(args)
+        args_json = encode_json(listed, what)
+        if kwargs:
+            payload = self.head + args_json + "," + encode_json(kwargs, what) + self.tail
+        else:
+            payload = self.head + args_json + self.tail_no_kwargs
+        call: TaskCall = object.__new__(TaskCall)
+        values = call.__dict__
+        values.update(self.fields)
+        values["args"], values["kwargs"], values["_payload"] = args, kwargs, payload
+        if self.dedup:
+            # canonical JSON: sorted keys, ASCII only; flat ASCII arguments encode the same
+            # both ways (but DEL, which only the ASCII encoder escapes)
+            flat = args_json.isascii() and "\x7f" not in args_json
+            flat = flat and all(type(a) in _FLAT for a in listed)
+            canonical = ('{"args":' + (args_json if flat else _CANONICAL.encode(listed)) +
+                         ',"kwargs":' + (_CANONICAL.encode(kwargs) if kwargs else "{}") +
+                         self.id_tail)  # fmt: skip
+            values["_id"] = hashlib.md5(canonical.encode(), usedforsecurity=False).hexdigest()
+        return call
+
+
+_FLAT = frozenset({str, int, float, bool, type(None)})

@@ -1,0 +1,193 @@
+"""Sending prepared calls to Redis: one script call per task, or per chunk of a batch."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ztq.core.client.calls import TaskCall
+from ztq.core.client.handle import TaskHandle, app_or_default
+from ztq.core.client.transaction import current_buffer
+from ztq.core.engine.keys import shard_for
+from ztq.core.engine.queue_limits import RoomWait, send_until_room
+from ztq.core.engine.scripts import Op
+from ztq.core.engine.storage import EnqueueArgs, Storage
+from ztq.core.errors import NotReplicated, QueueFull
+
+if TYPE_CHECKING:
+    from ztq.core.client.app import App
+
+log = logging.getLogger(__name__)
+CHUNK = 500  # tasks per script call in a batch: Redis stays responsive (a few ms per call)
+
+
+def entry(call: TaskCall, task_id: str, cron: tuple[str, int] | None = None) -> EnqueueArgs:
+    """What ``Storage.enqueue_op`` needs of a call: a plain tuple in ``EnqueueEntry``'s
+    order (a transaction makes one per task; a named tuple cost more)."""
+    name, tick = cron or ("", 0)
+    return (task_id, call.payload(), call.priority, call.delay_ms(), call.first, name, tick)
+
+
+def placed(app: App, call: TaskCall, task_id: str, storage: Storage) -> str:
+    """The queue the task goes to: its queue, or the shard of a sharded queue its id hashes
+    to (every shard registered at the first enqueue, see docs/scaling.md)."""
+    shards = call.shards or app.registry.shards(call.queue)
+    if shards == 1:
+        storage.register_queue(call.queue)
+        return call.queue
+    storage.register_shards(call.queue, shards)
+    return shard_for(call.queue, task_id, shards)
+
+
+def send(
+    call: TaskCall, *, cron: tuple[str, int] | None = None, join: bool | None = None
+) -> TaskHandle:
+    """Enqueue one call now (through its app), or buffer it in the open transaction;
+    ``join`` overrides that choice for this call (see :func:`current_buffer`)."""
+    app = app_or_default(call.app)
+    call = app.middleware.before_enqueue(app, call)
+    buffer = current_buffer(app, join)
+    task_id = call.resolve_id()
+    if buffer is not None and cron is None:
+        buffer.append((call, task_id))
+        queue = shard_for(call.queue, task_id, call.shards or app.registry.shards(call.queue))
+        return TaskHandle(task_id, queue, call.connection, "buffered", app)
+    storage = app.connections.get(call.connection)
+    queue = placed(app, call, task_id, storage)
+    op = storage.enqueue_op(queue, [entry(call, task_id, cron)])
+    replicas = replicas_for(app, [call])
+    confirmed = replicas
+
+    def write() -> tuple[str, str]:
+        nonlocal confirmed
+        if replicas:
+            [reply], confirmed = storage.execute_replicated([op], replicas, timeout_ms(app))
+            return reply[0], reply[1]
+        reply = storage.call(*op)
+        return reply[0], reply[1]
+
+    returned_id, outcome = send_until_room(
+        queue,
+        write,
+        lambda: storage.queue_limits(queue),
+        lambda seconds: storage.wait_room(queue, seconds),
+        can_block=cron is None,  # a cron tick that finds its queue full is not fired
+    )
+    log.debug("enqueue %s %s -> %s", call.task, returned_id, outcome)
+    handle = TaskHandle(str(returned_id), queue, call.connection, str(outcome), app)
+    app.middleware.notify("after_enqueue", app, call, handle)
+    if confirmed < replicas:
+        raise NotReplicated([handle], confirmed, replicas)
+    return handle
+
+
+def replicas_for(app: App, calls: Sequence[TaskCall]) -> int:
+    """How many replicas must confirm these calls: the most any of them asks for."""
+    return max((app.replicas if c.replicas is None else c.replicas) for c in calls)
+
+
+def timeout_ms(app: App) -> int:
+    return max(1, int(app.replica_timeout * 1000))
+
+
+def send_many(items: Sequence[tuple[TaskCall, str]]) -> list[TaskHandle]:
+    """Write buffered calls: one round trip per connection (of each app); the tasks of one
+    queue go in chunks of ``CHUNK`` per script call, in the order given.
+
+    Tasks that meet a full queue (``max_pending``) wait for room when its policy is
+    ``block`` (and are written after the others); the rest are written and
+    :class:`QueueFull` lists the ones refused."""
+    by_conn: dict[Storage, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+    apps = [app_or_default(call.app) for call, _ in items]
+    # a transaction's tasks mostly share an app, a connection and a queue: each looked up once
+    storages: dict[tuple[int, str], Storage] = {}
+    unsharded: dict[tuple[int, str, str, int | None], str] = {}
+    for pos, (call, task_id) in enumerate(items):
+        app = apps[pos]
+        key = (id(app), call.connection)
+        storage = storages.get(key) or storages.setdefault(
+            key, app.connections.get(call.connection)
+        )
+        where = (*key, call.queue, call.shards)
+        queue = unsharded.get(where)
+        if queue is None:
+            queue = placed(app, call, task_id, storage)
+            if (call.shards or app.registry.shards(call.queue)) == 1:
+                unsharded[where] = queue  # else each task's shard follows from its id
+        by_conn[storage][queue].append(pos)
+    handles: list[TaskHandle | None] = [None] * len(items)
+    refused: list[QueueFull] = []
+    for storage, by_queue in by_conn.items():
+        replies, replicas, confirmed = _write(storage, by_queue, items, apps)
+        for queue, positions in by_queue.items():
+            full = [p for p in positions if replies[p][1] == "full"]
+            if not full:
+                continue
+            wait = RoomWait(queue, storage.queue_limits(queue))
+            while full:
+                try:
+                    storage.wait_room(queue, wait.next_wait())
+                except QueueFull as exc:
+                    exc.refused = [items[p][1] for p in full]
+                    refused.append(exc)
+                    break
+                more, _, again = _write(storage, {queue: full}, items, apps)
+                replies |= more
+                confirmed = min(confirmed, again)
+                full = [p for p in full if more[p][1] == "full"]
+        for queue, positions in by_queue.items():
+            for pos in positions:
+                rid, outcome = replies[pos]
+                if outcome == "full":
+                    continue
+                call = items[pos][0]
+                handle = TaskHandle(rid, queue, call.connection, outcome, apps[pos])
+                apps[pos].middleware.notify("after_enqueue", apps[pos], call, handle)
+                handles[pos] = handle
+        if confirmed < replicas:
+            unsure = [handles[p] for ps in by_queue.values() for p in ps if handles[p]]
+            raise NotReplicated(unsure, confirmed, replicas)
+    written = [h for h in handles if h is not None]
+    if refused:
+        ids = [i for exc in refused for i in exc.refused]
+        raise QueueFull(
+            refused[0].queue,
+            refused[0].limit,
+            f"{len(ids)} of {len(items)} task(s) not enqueued: " + "; ".join(map(str, refused)),
+            ids,
+            list(written),
+        )
+    return written
+
+
+def _write(
+    storage: Storage,
+    by_queue: dict[str, list[int]],
+    items: Sequence[tuple[TaskCall, str]],
+    apps: Sequence[App],
+) -> tuple[dict[int, tuple[str, str]], int, int]:
+    """One round trip: the tasks at these positions, in chunks per queue. Returns each
+    position's (id, outcome), the replicas asked for and how many confirmed."""
+    ops: list[Op] = []
+    chunks: list[list[int]] = []
+    for queue, positions in by_queue.items():
+        for start in range(0, len(positions), CHUNK):
+            chunk = positions[start : start + CHUNK]
+            ops.append(storage.enqueue_op(queue, [entry(*items[p]) for p in chunk]))
+            chunks.append(chunk)
+    calls = [items[p][0] for chunk in chunks for p in chunk]
+    replicas = replicas_for(apps[chunks[0][0]], calls) if calls else 0
+    confirmed = replicas
+    if replicas:
+        replies, confirmed = storage.execute_replicated(
+            ops, replicas, timeout_ms(apps[chunks[0][0]])
+        )
+    else:
+        replies = storage.execute(ops)
+    out: dict[int, tuple[str, str]] = {}
+    for chunk, reply in zip(chunks, replies, strict=True):
+        for n, pos in enumerate(chunk):
+            out[pos] = (str(reply[2 * n]), str(reply[2 * n + 1]))
+    return out, replicas, confirmed

@@ -1,0 +1,276 @@
+-- Helpers prepended to every script when it is loaded (see ztq/core/storage.py).
+--
+-- A task record is one field of the queue's `tasks` hash: a line of meta JSON (state, times,
+-- attempts, error ...) that scripts decode and rewrite, then '\n', then the payload JSON
+-- (task name, args, kwargs, options) that scripts never decode, so numbers and empty
+-- containers in arguments pass through Lua untouched. The meta of a task that waits as it
+-- was enqueued ({state = 'queued', enqueued = ms}, nothing else) is the bare time: most
+-- records of a long queue are such, and JSON keys were about half of each.
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A stored record (a field's value; false or nil: no record) as (meta, payload).
+local function decode(raw)
+  if not raw then return nil, nil end
+  local nl = string.find(raw, '\n', 1, true)
+  if not nl then return {state = 'error', error = 'PayloadError: record has no meta line'}, raw end
+  local head = string.sub(raw, 1, nl - 1)
+  if string.find(head, '^%d+$') then
+    return {state = 'queued', enqueued = tonumber(head)}, string.sub(raw, nl + 1)
+  end
+  local ok, meta = pcall(cjson.decode, head)
+  if not ok or type(meta) ~= 'table' then
+    meta = {state = 'error', error = 'PayloadError: meta line is not JSON'}
+  end
+  return meta, string.sub(raw, nl + 1)
+end
+
+local function load(tasks, id)
+  return decode(redis.call('HGET', tasks, id))
+end
+
+-- {state = 'queued', enqueued = <ms>} and no other field: stored as the bare time
+local function as_enqueued(meta)
+  local t = meta.enqueued
+  if meta.state ~= 'queued' or type(t) ~= 'number' or t < 0 or t >= 2^53 or t % 1 ~= 0 then
+    return false  -- only an exact whole number reads back the same
+  end
+  local n = 0
+  for _ in pairs(meta) do
+    n = n + 1
+    if n > 2 then return false end
+  end
+  return true
+end
+
+local function save(tasks, id, meta, payload)
+  local head = as_enqueued(meta) and string.format('%d', meta.enqueued) or cjson.encode(meta)
+  redis.call('HSET', tasks, id, head .. '\n' .. payload)
+end
+
+-- ready lists come as a table {high=KEY, normal=KEY, low=KEY}
+local function ready_list(ready, prio)
+  return ready[prio] or ready['normal']
+end
+
+-- n tokens (1 if not given), as long as the list holds fewer than 16: enough to wake every
+-- idle executor that matters, bounded when none is
+local function wake(key, n)
+  for _ = 1, math.min(n or 1, 16 - redis.call('LLEN', key)) do redis.call('LPUSH', key, '1') end
+end
+
+-- A run of a queue with a running limit (`max_running` in its config) ended: a slot is free.
+-- A fetch that found the queue full returned nothing and its thread sleeps on the wake list,
+-- so wake one idle worker if tasks are waiting.
+local function slot_freed(config, wake_key, ready)
+  if redis.call('HEXISTS', config, 'max_running') == 0 then return end
+  for _, level in ipairs({'high', 'normal', 'low'}) do
+    if redis.call('LLEN', ready[level]) > 0 then wake(wake_key); return end
+  end
+end
+
+-- A lease: the record of a task handed to (worker, thread) with the fencing token `token`
+-- (fetch, and an enqueue that hands a task to the queue's waiting executor).
+local function lease_to(meta, token, worker, thread, now)
+  meta.state = 'running'
+  meta.fence = string.format('%d', token)
+  meta.attempts = (meta.attempts or 0) + 1
+  meta.started = now
+  meta.worker, meta.thread = worker, thread
+end
+
+-- The fields of a tab-separated string, at most n (the last one takes the rest).
+local function fields(text, n)
+  local out, start = {}, 1
+  while #out < n - 1 do
+    local tab = string.find(text, '\t', start, true)
+    if not tab then break end
+    out[#out + 1] = string.sub(text, start, tab - 1)
+    start = tab + 1
+  end
+  out[#out + 1] = string.sub(text, start)
+  return out
+end
+
+-- Leftovers (docs/design.md, "Deleting a waiting task"). Deleting a queued or buffered
+-- task, or moving it to the head (`first`), leaves its entry where it is in its list
+-- (taking it out would be an LREM: a scan of the whole list) and marks it as a leftover in
+-- the queue's tasks hash, under fields no task id can spell ('#' is not allowed in one):
+-- `#<list>:<entry>` marks the entry, `#<list>` counts the list's marks (<list>: high,
+-- normal, low, overflow). A fetch or a purge that pops a marked entry drops it and its
+-- mark. An id pushed to a list where a leftover of it still waits gets the entry
+-- `<id>#<n>` (the first n not marked there; the record keeps it as `entry`), so an entry
+-- is a leftover exactly when it is marked: the live entry keeps its place (FIFO exact) and
+-- a list holds LLEN - `#<list>` tasks (counts exact).
+local function level_of(prio)
+  if prio == 'high' or prio == 'low' then return prio end
+  return 'normal'
+end
+
+-- The entry to push for `id` into `list`; the record (`meta`, saved by the caller) keeps it
+-- when it is not the id itself. `unmarked`: the caller knows the list holds no leftover
+-- (its `#<list>` count is absent), so no mark is looked for.
+local function entry_for(tasks, list, id, meta, unmarked)
+  local entry, n = id, 0
+  while not unmarked and redis.call('HEXISTS', tasks, '#' .. list .. ':' .. entry) == 1 do
+    n = n + 1
+    entry = id .. '#' .. n
+  end
+  meta.entry = n > 0 and entry or nil
+  return entry
+end
+
+-- Save a record and push its entry to the head or the tail of a list.
+local function push_entry(tasks, key, list, id, meta, payload, head, unmarked)
+  local entry = entry_for(tasks, list, id, meta, unmarked)
+  save(tasks, id, meta, payload)
+  redis.call(head and 'LPUSH' or 'RPUSH', key, entry)
+end
+
+-- ... of the ready list of its priority (ready: {high=KEY, normal=KEY, low=KEY})
+local function push_ready(tasks, ready, id, meta, payload, head, unmarked)
+  local level = level_of(meta.prio)
+  push_entry(tasks, ready[level], level, id, meta, payload, head, unmarked)
+end
+
+-- The task left `list` (deleted, moved) with its entry still in it: mark the entry.
+local function leave(tasks, list, id, meta)
+  redis.call('HSET', tasks, '#' .. list .. ':' .. (meta.entry or id), '1')
+  redis.call('HINCRBY', tasks, '#' .. list, 1)
+  meta.entry = nil
+end
+
+-- An entry popped off the head of `list`: the task it stands for (id, meta, payload) when
+-- it is live, that is its record is in state `want` in this list and the entry is its own;
+-- else nil (a leftover: its mark is dropped). `marked`: the list may hold leftovers (its
+-- `#<list>` count was read), else no mark is looked for.
+local function popped(tasks, list, entry, want, marked)
+  if marked and redis.call('HDEL', tasks, '#' .. list .. ':' .. entry) == 1 then
+    if redis.call('HINCRBY', tasks, '#' .. list, -1) <= 0 then
+      redis.call('HDEL', tasks, '#' .. list)
+    end
+    return nil
+  end
+  local hash = string.find(entry, '#', 1, true)
+  local id = hash and string.sub(entry, 1, hash - 1) or entry
+  local meta, payload = load(tasks, id)
+  if meta and meta.state == want and (meta.entry or id) == entry
+      and (want == 'overflow' or level_of(meta.prio) == list) then
+    meta.entry = nil
+    return id, meta, payload
+  end
+  return nil  -- an entry no mark accounts for (a record gone by other means): dropped
+end
+
+-- The tasks waiting in a queue's ready lists: what a queue's `max_pending` bounds. Without
+-- `tasks` the leftovers are counted too (an upper bound).
+local function pending(ready, tasks)
+  local n = redis.call('LLEN', ready.high) + redis.call('LLEN', ready.normal)
+    + redis.call('LLEN', ready.low)
+  if tasks and n > 0 then  -- empty lists hold no leftover either
+    local left = redis.call('HMGET', tasks, '#high', '#normal', '#low')
+    n = n - (tonumber(left[1]) or 0) - (tonumber(left[2]) or 0) - (tonumber(left[3]) or 0)
+  end
+  return n
+end
+
+-- The tasks in a queue's overflow buffer, leftovers not counted.
+local function buffered(tasks, overflow)
+  return redis.call('LLEN', overflow) - (tonumber(redis.call('HGET', tasks, '#overflow')) or 0)
+end
+
+-- Room may have been made in a queue with a `max_pending` (a fetch took tasks, a delete or a
+-- purge removed some, the limit was raised or lifted): move tasks from its overflow buffer
+-- into the ready lists while there is room (oldest first, at most `most`), waking an idle
+-- worker for them; then, when the queue was full before (`made` tasks ago) and has room now,
+-- wake producers blocked on it (`when_full = block`; the tokens are hints, <= 16, that
+-- expire in 2 s: a producer that blocks later does not spin on old ones).
+-- q: {tasks=, ready={...}, overflow=, room=, wake=}; limit: max_pending (nil: none).
+-- Returns how many tasks moved.
+local function room_made(q, limit, when_full, made, most)
+  local waiting = pending(q.ready, q.tasks)
+  local free = limit and (limit - waiting) or most
+  local moved = 0
+  local marked = free > 0 and redis.call('HEXISTS', q.tasks, '#overflow') == 1
+  while moved < math.min(free, most) do
+    local entry = redis.call('LPOP', q.overflow)
+    if not entry then break end
+    local id, meta, payload = popped(q.tasks, 'overflow', entry, 'overflow', marked)
+    if id then  -- anything else is a leftover: dropped
+      meta.state = 'queued'
+      push_ready(q.tasks, q.ready, id, meta, payload, false)
+      moved = moved + 1
+    end
+  end
+  if moved > 0 then wake(q.wake) end
+  if when_full == 'block' and limit and free > moved and waiting + made >= limit then
+    wake(q.room, free - moved)
+    redis.call('PEXPIRE', q.room, 2000)
+  end
+  return moved
+end
+
+-- The one ownership check of a run: does the run presenting (token, worker) hold the task's
+-- live lease? `fence` is set by fetch from the queue's lease counter, which only ever grows,
+-- so the token of an earlier lease never matches again whatever happened since (reap, retry,
+-- redo, rerun, delete and enqueue again). Every write of a run (ack, fail, renew, progress,
+-- release) goes through here. Tokens are kept as decimal strings: cjson writes numbers with
+-- 14 significant digits, which would merge tokens from 1e14 on.
+local function holds(meta, token, worker)
+  return meta ~= nil and meta.state == 'running' and meta.fence ~= nil
+    and meta.fence == token and meta.worker == worker
+end
+
+-- A new series of runs (redo, or an identical enqueue that arrived during a run): the counts
+-- that `retries` (failures) and `max_lost` (lost) limit, and the runs shown, start again.
+-- `fence` is not touched: tokens never go back.
+local function new_series(meta)
+  meta.attempts, meta.failures, meta.lost = nil, nil, nil
+end
+
+-- A run ended (acked, failed, reaped, released): nothing of it stays on the record, the
+-- rerun request included (ack and fail read it first: it asks for one more run after this one)
+local function clear_run(meta)
+  meta.rerun = nil
+  meta.worker = nil
+  meta.thread = nil
+  meta.progress = nil
+  meta.comment = nil
+  meta.pid = nil
+end
+
+-- Finished runs are counted into three stats hashes of the queue (ack.lua and fail.lua, as
+-- KEYS 7, 13 and 14): this minute's (kept 2 h), this 5 minutes' (kept 25 h) and the totals
+-- (kept for good, for Prometheus). Fields: done, failed, and per run its waiting time
+-- (ready -> leased) and run time (leased -> finished) as histograms: w<b> and r<b> count
+-- the times t (ms) with 2^((b-1)/2) < t <= 2^(b/2) (b = 0 for t <= 1 ms, 48 beyond 4.7 h),
+-- wsum and rsum their sums. core/monitor/timings.py reads them. One HINCRBY per field and hash per
+-- batch, so a busy worker pays a few calls per batch, not per task.
+local function time_bucket(ms)
+  if ms <= 1 then return 0 end
+  return math.min(48, math.ceil(2 * math.log(ms) / math.log(2) - 1e-9))
+end
+
+local function count_run(stats, meta, now)
+  local started = meta.started or now
+  local ready_at = math.max(meta.enqueued or started, meta.due or 0)
+  local wait, run = math.max(0, started - ready_at), math.max(0, now - started)
+  local w, r = 'w' .. time_bucket(wait), 'r' .. time_bucket(run)
+  stats[w] = (stats[w] or 0) + 1
+  stats[r] = (stats[r] or 0) + 1
+  stats.wsum = (stats.wsum or 0) + wait
+  stats.rsum = (stats.rsum or 0) + run
+end
+
+local function save_stats(stats, minute, five, total)
+  for field, n in pairs(stats) do
+    redis.call('HINCRBY', minute, field, n)
+    redis.call('HINCRBY', five, field, n)
+    redis.call('HINCRBY', total, field, n)
+  end
+  redis.call('PEXPIRE', minute, 7200000)
+  redis.call('PEXPIRE', five, 90000000)
+end

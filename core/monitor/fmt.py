@@ -1,0 +1,230 @@
+"""Jinja filters: times, durations, sizes and task calls, short and escaped by the caller.
+
+Times in Redis are epoch milliseconds. Pages print them in UTC (``ts``) inside ``<time>``
+elements that the page script may show in the browser's zone; ages are relative to now.
+Nothing here marks text safe: templates autoescape whatever these return.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+from ztq.core.monitor import groups
+
+ELLIPSIS = "…"
+MAX_MS = 253_402_300_799_999  # 9999-12-31 23:59:59.999 UTC, the last moment a datetime holds
+
+
+def _ms(value: Any) -> float | None:
+    """A positive number of ms a date can show; None for anything else (text, NaN, inf, a
+    time past the year 9999): Redis holds what any writer put there."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if 0 < number <= MAX_MS else None
+
+
+def ts(value: Any, style: str = "short") -> str:
+    """``2025-11-22 09:40:12`` (UTC); ``style='iso'`` gives ISO 8601 for ``datetime=``."""
+    ms = _ms(value)
+    if ms is None:
+        return ""
+    try:
+        when = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return ""
+    if style == "iso":
+        return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return when.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def duration(value: Any) -> str:
+    """A length of time given in ms: ``350 ms``, ``4.2 s``, ``3m 12s``, ``2h 5m``, ``3d 4h``."""
+    ms = _ms(value)
+    if ms is None:
+        return "0 ms" if value in (0, "0", 0.0) else ""
+    if ms < 1000:
+        return f"{ms:.0f} ms"
+    s = ms / 1000
+    if s < 60:
+        return f"{s:.1f} s"
+    m, s = divmod(int(s), 60)
+    if m < 60:
+        return f"{m}m {s:02d}s"
+    h, m = divmod(m, 60)
+    if h < 48:
+        return f"{h}h {m:02d}m"
+    d, h = divmod(h, 24)
+    return f"{d}d {h}h"
+
+
+def ago(value: Any, now: float | None = None) -> str:
+    """Time between an epoch-ms moment and now, past or future, as a duration (templates
+    add "ago" / "in" in the page's language)."""
+    ms = _ms(value)
+    if ms is None:
+        return ""
+    delta = abs((time.time() if now is None else now) * 1000 - ms)
+    return duration(delta) or "0 ms"
+
+
+def size(value: Any) -> str:
+    try:
+        n = float(value)
+    except (TypeError, ValueError):
+        return ""
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return ""
+
+
+def number(value: Any) -> str:
+    try:
+        return f"{int(value):,}"
+    except (TypeError, ValueError):
+        return str(value or "")
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: max(0, limit - 1)] + ELLIPSIS
+
+
+def brief(value: Any, limit: int = 160) -> str:
+    """Compact JSON (or the text itself), cut to ``limit`` characters."""
+    if not isinstance(value, str):
+        value = json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
+    return _cut(value.replace("\n", " "), limit)
+
+
+def call(record: Any, limit: int = 160) -> str:
+    """A task record's arguments as a call: ``(1, 2, to="ann")``, cut to ``limit``."""
+    if record is None:
+        return ""
+    if getattr(record, "payload_error", ""):
+        return _cut(record.payload_text.replace("\n", " "), limit)
+    parts = [json.dumps(a, ensure_ascii=False, default=str) for a in record.args]
+    parts += [
+        f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in record.kwargs.items()
+    ]
+    return _cut("(" + ", ".join(parts) + ")", limit)
+
+
+def error_type(record: Any) -> str:
+    """The error type of a failed task's record: its exception's type, or ``unknown`` when
+    it died without a Python exception (see :func:`ztq.core.monitor.groups.died`)."""
+    if record is None:
+        return ""
+    return groups.error_type(str(record.get("error") or ""), str(record.get("traceback") or ""))
+
+
+def pretty(value: Any, limit: int = 65536) -> str:
+    """Indented JSON for detail pages, cut at ``limit`` characters with a note."""
+    text = json.dumps(value, ensure_ascii=False, indent=2, default=str)
+    if len(text) > limit:
+        return text[:limit] + f"\n{ELLIPSIS} ({len(text) - limit:,} more characters)"
+    return text
+
+
+def chart(points: list[tuple[int, int, int]], width: int = 240, height: int = 40) -> dict[str, Any]:
+    """Bars for an inline SVG: per minute a done bar with a failed bar stacked on top."""
+    peak = max((d + f for _, d, f in points), default=0) or 1
+    step = width / max(1, len(points))
+    bars = []
+    for n, (minute, done, failed) in enumerate(points):
+        hd = round(done / peak * (height - 2), 1)
+        hf = round(failed / peak * (height - 2), 1)
+        bars.append(
+            {
+                "x": round(n * step, 1),
+                "w": round(max(step - 1, 1), 1),
+                "done": done,
+                "failed": failed,
+                "yd": round(height - hd, 1),
+                "hd": hd,
+                "yf": round(height - hd - hf, 1),
+                "hf": hf,
+                "minute": ts(minute * 60_000)[11:16],
+            }
+        )
+    total_done = sum(d for _, d, _ in points)
+    total_failed = sum(f for _, _, f in points)
+    return {
+        "width": width,
+        "height": height,
+        "bars": bars,
+        "peak": peak,
+        "done": total_done,
+        "failed": total_failed,
+    }
+
+
+def timechart(slots: list[Any], which: str, width: int = 420, height: int = 90) -> dict[str, Any]:
+    """p50 / p95 / p99 lines of ``which`` (``wait`` or ``run``) over time slots
+    (:class:`ztq.core.monitor.timings.Slot`), on a log scale so 5 ms and 5 s both show; slots
+    without runs leave gaps."""
+    series: dict[str, list[tuple[int, float]]] = {"p50": [], "p95": [], "p99": []}
+    for n, slot in enumerate(slots):
+        for name, value in getattr(slot, which).percentiles().items():
+            if value is not None:
+                series[name].append((n, max(1.0, value)))
+    top = max((v for pts in series.values() for _, v in pts), default=1.0)
+    decades = max(1, math.ceil(math.log10(top)))
+    step = width / max(1, len(slots) - 1)
+
+    def y(ms: float) -> float:
+        return round(height - 2 - math.log10(ms) / decades * (height - 4), 1)
+
+    lines = []
+    for name, pts in series.items():
+        runs: list[list[str]] = []
+        last = -2
+        for n, value in pts:
+            if n != last + 1:
+                runs.append([])
+            runs[-1].append(f"{round(n * step, 1)},{y(value)}")
+            last = n
+        lines.append({"name": name, "runs": [" ".join(r) for r in runs]})
+    ticks = [{"y": y(10**d), "label": duration(10**d)} for d in range(decades + 1)]
+    p = merged_percentiles(slots, which)
+    return {"width": width, "height": height, "lines": lines, "ticks": ticks, "summary": p}
+
+
+def merged_percentiles(slots: list[Any], which: str) -> dict[str, float | None]:
+    from ztq.core.monitor.timings import merged
+
+    return getattr(merged(slots), which).percentiles()  # type: ignore[no-any-return]
+
+
+def progress(value: Any) -> dict[str, Any]:
+    """What a task reported with ``report_progress(**data)`` (or a task record), for a bar
+    and a label.
+
+    ``{"done": 3, "total": 10}`` (or ``current``/``total``) and ``{"percent": 30}`` give a
+    bar; anything else is shown as short text.
+    """
+    if hasattr(value, "meta"):  # a task record: its stored progress, if it can be read
+        try:
+            value = value.progress
+        except ValueError:
+            value = value.meta.get("progress")
+    percent: float | None = None
+    if isinstance(value, dict):
+        total = value.get("total")
+        done = value.get("done", value.get("current"))
+        if isinstance(total, (int, float)) and isinstance(done, (int, float)) and total > 0:
+            percent = done * 100 / total
+        elif isinstance(value.get("percent"), (int, float)):
+            percent = float(value["percent"])
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        percent = float(value) * (100 if 0 <= value <= 1 else 1)
+    if percent is not None:
+        percent = max(0.0, min(100.0, percent))
+    text = "" if value is None else brief(value, 80)
+    return {"percent": None if percent is None else round(percent), "text": text}

@@ -1,0 +1,479 @@
+"""The operator's commands of ``ztq``: what the console shows and does, from a terminal.
+
+Reads (``info``, ``workers``, ``errors``, ``task``, ``check``) print tables, or with
+``--json`` the dicts the console's ``/api`` serves (:mod:`ztq.core.monitor.overview`). On a narrow
+terminal each table leaves out the columns whose ``drop`` is set, the highest first, and
+keeps the queue names, worker ids and task ids whole (:class:`terminal.FitTable`). Writes
+(``workers pause|resume|stop|threads|auto``, ``queue pause|resume|purge``, ``redo``,
+``delete``, ``purge``) go through the same storage calls and bulk steps as the console,
+are written to the console's audit log as ``cli:<login>``, and the destroying ones ask
+first (``--yes`` skips the question; without a terminal it is required).
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+import time
+from collections.abc import Callable, Sequence
+from contextvars import ContextVar
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.text import Text
+
+from ztq.core.engine.keys import check_queue
+from ztq.core.engine.queue_limits import QueueLimits
+from ztq.core.engine.record import TaskRecord
+from ztq.core.engine.storage import Storage
+from ztq.core.engine.workers import DEFAULT_LOST_AFTER, autoscale_of, get_worker, send_command
+from ztq.core.errors import ConnectionFailed, ZtqError
+from ztq.core.monitor import bulk, overview, streams
+from ztq.core.monitor import queues as monitor
+from ztq.core.monitor.filters import task_matcher
+from ztq.core.monitor.fmt import size
+from ztq.core.monitor.groups import group_errors
+from ztq.worker.cli import terminal
+from ztq.worker.cli.terminal import Col
+
+STATUS_STYLE = {"running": "green", "paused": "yellow", "stopping": "yellow",
+                "stopped": "dim", "lost": "bold red"}  # fmt: skip
+GONE = ("stopped", "lost")  # the CPU and memory of their last report are not of now
+TIMES = ("enqueued", "due", "started", "ended", "failed")  # epoch ms in a task's dict
+BULK_BATCH = 500
+SCAN_BUDGET = 10_000  # errors a filtered list may read to fill its page
+Connect = Callable[[argparse.Namespace], Storage]
+
+
+def _who() -> str:
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (KeyError, OSError):
+        return "cli:?"
+
+
+# the system of ztq.systems the command works on (--system): its audit entries name it
+SYSTEM: ContextVar[str] = ContextVar("ztq_cli_system", default="")
+
+
+def _audit(storage: Storage, action: str, **fields: Any) -> None:
+    streams.write_audit(storage, _who(), action, system=SYSTEM.get(), **fields)
+
+
+_ago = terminal.age
+
+# The columns of each table; ``drop``: left out on a narrow terminal, the highest first (the
+# order docs/cli.md gives); ``wrap``: text that may wrap, kept at least that wide.
+QUEUE_COLUMNS = (Col("QUEUE"), Col("READY h/n/l", number=True),
+                 Col("DELAYED", number=True, drop=1), Col("RUNNING", number=True, drop=2),
+                 Col("ERRORS", number=True), Col("DONE 1h", number=True, drop=3),
+                 Col("FAILED 1h", number=True, drop=4), Col("OLDEST WAITING", number=True),
+                 Col("THREADS", number=True), Col("STATE"))  # fmt: skip
+WORKER_COLUMNS = (Col("WORKER"), Col("STATUS"), Col("HOST", drop=3),
+                  Col("PID", number=True, drop=4), Col("CPU", number=True, drop=1),
+                  Col("MEMORY", number=True, drop=2), Col("THREADS", wrap=16),
+                  Col("CURRENT", wrap=28), Col("LAST REPORT", number=True))  # fmt: skip
+ERROR_COLUMNS = (Col("ID"), Col("QUEUE"), Col("TASK", drop=2), Col("ERROR", wrap=24),
+                 Col("FAILED", number=True, drop=1),
+                 Col("ATTEMPTS", number=True, drop=3))  # fmt: skip
+GROUP_COLUMNS = (Col("COUNT", number=True), Col("ERROR", wrap=24), Col("WHERE", wrap=20, drop=1),
+                 Col("TASKS", wrap=16, drop=2), Col("LAST", number=True))  # fmt: skip
+
+
+# -- reads -----------------------------------------------------------------------------------
+def _queues_table(queues: list[dict[str, Any]]) -> RenderableType:
+    t = terminal.table(*QUEUE_COLUMNS, title="Queues")
+    for q in queues:
+        r = q["ready"]
+        errors = Text(str(q["errors"]), style="red" if q["errors"] else "")
+        state = Text("paused", style="yellow") if q["paused"] else Text("active")
+        threads = Text(str(q["threads"]), style="" if q["threads"] else "bold red")
+        t.add_row(q["name"], f"{r.get('high', 0)}/{r.get('normal', 0)}/{r.get('low', 0)}",
+                  str(q["delayed"]), str(q["running"]), errors, str(q["done_hour"]),
+                  str(q["failed_hour"]), _ago(q["head_age_ms"]), threads, state)  # fmt: skip
+    if not queues:
+        return Text("no queue yet: nothing was enqueued", style="dim")
+    return t
+
+
+def _workers_table(workers: list[dict[str, Any]]) -> RenderableType:
+    t = terminal.table(*WORKER_COLUMNS, title="Workers")
+    for w in workers:
+        # a stopped or lost worker uses nothing now: its last report stays in --json
+        live = w["status"] not in GONE
+        cpu = f"{w['cpu_percent']:.0f}%" if live and w["cpu_percent"] is not None else "–"
+        memory = size(w["rss"]) if live and w["rss"] else "–"
+        threads = " ".join(f"{q}:{n}" for q, n in sorted(w["threads"].items()))
+        current = "\n".join(
+            f"{c['task']} {c['id'][:12]} {_ago(c['runtime_ms'])}" for c in w["current"]
+        )
+        status = Text(w["status"], style=STATUS_STYLE.get(w["status"], ""))
+        reported = f"{_ago(w['report_age_ms'])} ago"
+        t.add_row(w["id"], status, w["host"], str(w["pid"] or "–"), cpu, memory, threads,
+                  current or Text("idle", style="dim"), reported)  # fmt: skip
+    return t
+
+
+def _shown_workers(storage: Storage, show_all: bool) -> tuple[list[dict[str, Any]], int]:
+    """Workers to show (lost ones always: they need a look) and how many stopped are hidden."""
+    everyone = overview.workers(storage, DEFAULT_LOST_AFTER)
+    shown = [w for w in everyone if show_all or w["status"] != "stopped"]
+    return shown, len(everyone) - len(shown)
+
+
+def _info(storage: Storage, show_all: bool) -> tuple[dict[str, Any], RenderableType]:
+    queues = overview.queues(storage, storage.queues(), DEFAULT_LOST_AFTER)
+    workers, hidden = _shown_workers(storage, show_all)
+    data = {"queues": queues, "workers": workers, "stopped_hidden": hidden}
+    parts: list[RenderableType] = [_queues_table(queues), Text("")]
+    if workers:
+        parts.append(_workers_table(workers))
+    else:
+        parts.append(Text("no live worker", style="bold red"))
+    if hidden:
+        parts.append(Text(f"{hidden} stopped worker(s) not shown (--all shows them)", style="dim"))
+    return data, Group(*parts)
+
+
+def cmd_info(args: argparse.Namespace, connect: Connect) -> int:
+    storage = connect(args)
+    if args.watch:
+        return terminal.watch(lambda: _info(storage, args.all)[1], args.watch)
+    data, shown = _info(storage, args.all)
+    if args.json:
+        terminal.print_json(data)
+    else:
+        terminal.out().print(shown)
+    return 0
+
+
+def cmd_workers(args: argparse.Namespace, connect: Connect) -> int:
+    storage = connect(args)
+    if args.action:
+        return _command_workers(storage, args)
+    workers, hidden = _shown_workers(storage, args.all)
+    if args.json:
+        terminal.print_json(workers)
+    else:
+        terminal.out().print(_workers_table(workers) if workers else "no live worker")
+        if hidden:
+            terminal.err().print(f"{hidden} stopped worker(s) not shown (--all shows them)")
+    return 0
+
+
+def _error_rows(storage: Storage, args: argparse.Namespace, limit: int) -> list[monitor.Row]:
+    queues = storage.shards_of(check_queue(args.queue)) if args.queue else storage.queues()
+    match = task_matcher(args.task or "", args.grep or "")
+    page = monitor.score_page(storage, "errors", queues, None, limit, match=match,
+                              budget=max(limit, SCAN_BUDGET))  # fmt: skip
+    return page.rows
+
+
+def _show_task(rec: TaskRecord, as_json: bool) -> None:
+    data = overview.task_dict(rec, full=True)
+    if as_json:
+        terminal.print_json(data)
+        return
+    console = terminal.out()
+    t = terminal.table(Col("FIELD"), Col("VALUE", wrap=20))
+    for key, value in data.items():
+        if key not in ("traceback", "traceback_truncated", "result", "options"):
+            t.add_row(key, terminal.when(value) if key in TIMES else str(value))
+    console.print(t)
+    if data.get("result"):
+        console.print(Text("result: ", style="bold") + Text(str(data["result"])))
+    if data.get("traceback"):
+        console.print(Text(str(data["traceback"]), style="red"))
+
+
+def cmd_errors(args: argparse.Namespace, connect: Connect) -> int:
+    storage = connect(args)
+    if args.id:
+        return cmd_task(args, connect, storage)
+    if args.groups:
+        groups = group_errors(_error_rows(storage, args, args.window))
+        if args.json:
+            terminal.print_json([vars(g) for g in groups])
+            return 0
+        t = terminal.table(*GROUP_COLUMNS, title="Error groups")
+        now = time.time() * 1000
+        for g in groups:
+            tasks = ", ".join(f"{name} ({n})" for name, n in sorted(g.tasks.items()))
+            t.add_row(str(g.count), g.message[:120], g.frame or "–", tasks,
+                      f"{_ago(now - g.last)} ago")  # fmt: skip
+        terminal.out().print(t if groups else "no errors")
+        return 0
+    rows = _error_rows(storage, args, args.limit)
+    if args.json:
+        terminal.print_json([overview.row_dict(r, "failed_at") for r in rows])
+        return 0
+    t = terminal.table(*ERROR_COLUMNS, title="Errors")
+    now = time.time() * 1000
+    for r in rows:
+        rec = r.record
+        if rec is None:
+            continue
+        t.add_row(r.id, r.queue, rec.task, str(rec.get("error") or "")[:120],
+                  f"{_ago(now - (r.score or now))} ago", str(rec.get("attempts") or 0))  # fmt: skip
+    terminal.out().print(t if rows else "no errors")
+    return 0
+
+
+def cmd_task(args: argparse.Namespace, connect: Connect, storage: Storage | None = None) -> int:
+    storage = storage or connect(args)
+    found = monitor.find_task(storage, args.id, check_queue(args.queue) if args.queue else None)
+    if not found:
+        terminal.err().print(
+            f"ztq: no task {args.id}" + (f" in {args.queue}" if args.queue else "")
+        )
+        return 1
+    for rec in found:
+        _show_task(rec, args.json)
+    return 0
+
+
+# -- writes ----------------------------------------------------------------------------------
+def _command_workers(storage: Storage, args: argparse.Namespace) -> int:
+    extra: dict[str, Any] = {}
+    command = {"pause": "pause", "resume": "resume", "stop": "stop",
+               "threads": "set_threads", "auto": "autoscale"}[args.action]  # fmt: skip
+    if command == "set_threads":
+        if args.queue is None or args.count is None or not 0 <= args.count <= 256:
+            raise ZtqError("ztq workers threads WORKER --queue QUEUE --count N (0 to 256)")
+        extra = {"queue": check_queue(args.queue), "threads": args.count}
+    elif command == "autoscale":
+        if args.queue is None:
+            raise ZtqError("ztq workers auto WORKER --queue QUEUE")
+        extra = {"queue": check_queue(args.queue)}
+    failed = 0
+    for worker_id in args.worker:
+        info = get_worker(storage, worker_id)
+        if info is None:
+            terminal.err().print(f"ztq: no worker {worker_id}")
+            failed += 1
+            continue
+        if command == "autoscale" and args.queue not in autoscale_of(info.data):
+            terminal.err().print(f"ztq: {worker_id} does not autoscale {args.queue} "
+                                 "(no MIN..MAX range for it)")  # fmt: skip
+            failed += 1
+            continue
+        if command in ("set_threads", "autoscale") and not info.get("config_editable"):
+            terminal.err().print(f"ztq: {worker_id} does not accept thread changes "
+                                 "(active_config = false)")  # fmt: skip
+            failed += 1
+            continue
+        send_command(storage, worker_id, command, by=_who(), **extra)
+        detail = " ".join(f"{k}={v}" for k, v in extra.items())
+        _audit(storage, f"worker {command}", detail=f"{worker_id} {detail}".strip())
+        print(f"sent {command} to {worker_id}")
+    return 1 if failed else 0
+
+
+def cmd_queue(args: argparse.Namespace, connect: Connect) -> int:
+    storage = connect(args)
+    queue = check_queue(args.queue)
+    if not monitor.queue_exists(storage, queue):
+        raise ZtqError(f"no queue named {queue}")
+    if args.action == "purge":
+        return purge(storage, queue, args.what, args.yes)
+    if args.action == "limit":
+        return limit(storage, queue, args)
+    if args.action == "pause":
+        storage.pause(queue)
+    else:
+        storage.resume(queue)
+    _audit(storage, f"{args.action} queue", queue=queue)
+    print(f"{queue} {'paused' if args.action == 'pause' else 'resumed'}")
+    return 0
+
+
+def limit(storage: Storage, queue: str, args: argparse.Namespace) -> int:
+    """Set or lift the queue's running and pending limits (docs/queue-controls.md); without
+    an option, show them."""
+    changes: dict[str, Any] = {}
+    for option, name, top in (("--max-running", "max_running", 10_000),
+                              ("--max-pending", "max_pending", 100_000_000)):  # fmt: skip
+        value = getattr(args, name)
+        if value is None:
+            continue
+        if value != "none" and not (value.isdigit() and 1 <= int(value) <= top):
+            raise ZtqError(f"{option} must be a number from 1 to {top}, or none, not {value!r}")
+        changes[name] = None if value == "none" else int(value)
+    if args.when_full is not None:
+        changes["when_full"] = args.when_full
+    if args.block_timeout is not None:
+        changes["block_timeout"] = args.block_timeout
+    if changes:
+        storage.configure(queue, **changes)  # InvalidOption: a sharded queue, a bad timeout
+        detail = " ".join(f"{k}={'none' if v is None else v}" for k, v in changes.items())
+        _audit(storage, "limit queue", queue=queue, detail=detail)
+    print(f"{queue}: {describe_limits(storage.queue_limits(queue))}")
+    return 0
+
+
+def describe_limits(limits: QueueLimits) -> str:
+    """``at most 2 running at once; at most 100 waiting, then buffer``."""
+    running = f"at most {limits.max_running} running at once" if limits.max_running else (
+        "no running limit")  # fmt: skip
+    if limits.max_pending is None:
+        return f"{running}; no pending limit"
+    wait = f"then producers wait up to {limits.block_timeout:g}s"
+    then = {"raise": "then QueueFull", "buffer": "then the overflow buffer", "block": wait}
+    then_what = then[limits.when_full]
+    return f"{running}; at most {limits.max_pending} waiting, {then_what}"
+
+
+def purge(storage: Storage, queue: str, what: str, yes: bool) -> int:
+    """Delete every task of one list of a queue, every shard of it (bounded: what is there
+    when it starts)."""
+    [stats] = monitor.folded_stats(storage, [queue], minutes=0)
+    present = {"ready": stats.pending, "delayed": stats.delayed, "errors": stats.errors}[what]
+    if not present:
+        print(f"0 task(s) deleted from {queue} {what}: it is empty")
+        return 0
+    terminal.confirm(f"Delete the {present} {what} task(s) of {queue}?", yes)
+    total = taken_all = 0
+    with terminal.progress(f"purge {queue} {what}", present) as advance:
+        for shard in stats.shards or [queue]:
+            while taken_all < present:
+                limit = min(1000, present - taken_all)
+                deleted, taken = storage.remove(shard, purge=what, limit=limit)
+                if not taken:
+                    break
+                total += deleted
+                taken_all += taken
+                advance(taken)
+    _audit(storage, f"purge {what}", queue=queue, count=total)
+    print(f"{total} task(s) deleted from {queue} {what}")
+    return 0
+
+
+def _bulk(storage: Storage, job: bulk.BulkJob, queues: Sequence[str]) -> int:
+    bulk.start(storage, job, queues)
+    with terminal.progress(job.describe(), job.total) as advance:
+        while not job.finished:
+            before = job.scanned
+            bulk.step(storage, job, queues, batch=BULK_BATCH, seconds=0.5)
+            advance(job.scanned - before)
+    return job.done
+
+
+def cmd_redo(args: argparse.Namespace, connect: Connect) -> int:
+    storage = connect(args)
+    queue = check_queue(args.queue)
+    shards = storage.shards_of(queue)
+    if args.ids:
+        total = sum(storage.requeue(q, "error", args.ids) for q in shards)
+        _audit(storage, "redo", queue=queue, ids=args.ids, count=total)
+        print(f"{total} task(s) back in {queue}")
+        return 0
+    if not (args.all or args.task or args.grep):
+        raise ZtqError("name task ids, or --all (with --task / --grep to pick some errors)")
+    job = bulk.BulkJob("redo", "errors", queue, args.task or "", args.grep or "")
+    done = _bulk(storage, job, shards)
+    _audit(storage, "bulk redo", queue=queue, count=done, detail=job.describe())
+    print(f"{done} of {job.total} error(s) back in {queue}")
+    return 0
+
+
+def cmd_delete(args: argparse.Namespace, connect: Connect) -> int:
+    storage = connect(args)
+    queue = check_queue(args.queue)
+    shards = storage.shards_of(queue)
+    if args.ids:
+        terminal.confirm(f"Delete {len(args.ids)} task(s) of {queue}?", args.yes)
+        deleted = sum(storage.remove(q, args.ids)[0] for q in shards)
+        _audit(storage, "delete", queue=queue, ids=args.ids, count=deleted)
+        print(f"{deleted} task(s) deleted from {queue}")
+        return 0
+    if not (args.errors and (args.all or args.task or args.grep)):
+        raise ZtqError("name task ids, or --errors with --all, --task or --grep")
+    job = bulk.BulkJob("delete", "errors", queue, args.task or "", args.grep or "")
+    present = monitor.folded_stats(storage, [queue], minutes=0)[0].errors
+    which = "matching " if job.filtered else ""
+    terminal.confirm(f"Delete the {which}errors of {queue} ({present} to look at)?", args.yes)
+    done = _bulk(storage, job, shards)
+    _audit(storage, "bulk delete", queue=queue, count=done, detail=job.describe())
+    print(f"{done} error(s) deleted from {queue}")
+    return 0
+
+
+def cmd_purge(args: argparse.Namespace, connect: Connect) -> int:
+    return purge(connect(args), check_queue(args.queue), args.what, args.yes)
+
+
+# -- health ----------------------------------------------------------------------------------
+def problems(storage: Storage, queues: Sequence[str], max_wait: float) -> list[str]:
+    """What is wrong, one reason a line: a queue whose oldest task waits longer than
+    ``max_wait`` seconds, a queue with waiting tasks and no live worker serving it."""
+    found = []
+    for q in overview.queues(storage, queues, DEFAULT_LOST_AFTER):
+        waiting = (q["head_age_ms"] or 0) / 1000
+        if max_wait and q["pending"] and waiting > max_wait:
+            found.append(f"queue {q['name']}: the oldest task waits {_ago(waiting * 1000)} "
+                         f"(more than {_ago(max_wait * 1000)})")  # fmt: skip
+        if q["threads"] == 0 and (q["pending"] or q["delayed"]) and not q["paused"]:
+            found.append(f"queue {q['name']}: {q['pending'] + q['delayed']} task(s) and no "
+                         "live worker serves it")  # fmt: skip
+    return found
+
+
+def cmd_check(args: argparse.Namespace, connect: Connect) -> int:
+    """Exit 0 when all is well, 1 with a reason a line when not, 2 when Redis is down."""
+    try:
+        storage = connect(args)
+        queues = [check_queue(q) for q in args.queue] or storage.queues()
+        found = problems(storage, queues, args.max_wait)
+    except ConnectionFailed as exc:
+        found, code = [str(exc)], 2
+    else:
+        code = 1 if found else 0
+    if args.json:
+        terminal.print_json({"ok": not found, "problems": found})
+    elif found:
+        for line in found:
+            print(f"ztq check: {line}", file=sys.stderr)
+    else:
+        print("ok")
+    return code
+
+
+# -- several systems (docs/systems.md) ---------------------------------------------------------
+SYSTEM_COLUMNS = (Col("SYSTEM"), Col("REDIS", wrap=20, drop=1), Col("PREFIX", drop=2),
+                  Col("STATUS"), Col("WORKERS", number=True), Col("LOST", number=True, drop=3),
+                  Col("QUEUES", number=True, drop=4), Col("READY", number=True),
+                  Col("RUNNING", number=True, drop=5),
+                  Col("ERRORS", number=True))  # fmt: skip
+
+
+def cmd_systems(args: argparse.Namespace, connect: Connect) -> int:
+    """Every system of ``ztq.systems`` (the default first) with its health, each asked at
+    the same time; exit 1 when one does not answer."""
+    from ztq.core import settings
+    from ztq.core.engine.connection import make_client
+    from ztq.core.monitor.systems import health_of_all
+
+    def storage_of(system: settings.System) -> Storage:
+        return Storage(make_client(system.redis_url), prefix=system.prefix, url=system.redis_url)
+
+    found = health_of_all(settings.systems(path=args.config), storage_of, DEFAULT_LOST_AFTER)
+    if args.json:
+        terminal.print_json([h.as_dict() for h in found])
+    else:
+        t = terminal.table(*SYSTEM_COLUMNS, title="Systems")
+        for h in found:
+            name = f"{h.name} (default)" if h.default else h.name
+            if not h.reachable:
+                t.add_row(name, h.redis, h.prefix, Text("unreachable", style="bold red"),
+                          "–", "–", "–", "–", "–", "–")  # fmt: skip
+                continue
+            lost = Text(str(h.lost), style="bold red" if h.lost else "")
+            errors = Text(str(h.errors), style="red" if h.errors else "")
+            t.add_row(name, h.redis, h.prefix, Text("ok", style="green"), str(h.workers), lost,
+                      str(h.queues), str(h.waiting), str(h.running), errors)  # fmt: skip
+        terminal.out().print(t)
+        for h in found:
+            if not h.reachable:
+                terminal.err().print(f"ztq systems: {h.name}: {h.problem}")
+    return 0 if all(h.reachable for h in found) else 1
