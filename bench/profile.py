@@ -145,7 +145,7 @@ def profile_drain(peer: ZtqPeer, n: int, out: Profiles) -> None:
 
 def round_trips(peer: ZtqPeer, out: Profiles, n: int = 2000) -> None:
     """What one round trip costs from ztq's client: a plain command against an empty script."""
-    from ztq.core.engine.connection import get_storage
+    from ztq.core.client.app import get_storage
 
     peer.enqueue_noop(-1)  # connects
     client = get_storage().client

@@ -4,8 +4,11 @@ from ztq.core.client.app import (
     App,
     add_cron,
     configure_queue,
+    connect,
     cron_entries,
     default_app,
+    disconnect_all,
+    get_storage,
     load_app,
     lookup,
     registered,
@@ -19,7 +22,6 @@ from ztq.core.client.cron import CronTable
 from ztq.core.client.handle import TaskHandle, ping
 from ztq.core.client.registry import TaskFunction
 from ztq.core.client.transaction import DataManager, transaction
-from ztq.core.engine.connection import connect, disconnect_all, get_storage
 from ztq.core.engine.record import TaskRecord
 from ztq.core.engine.storage import Storage
 from ztq.core.errors import (

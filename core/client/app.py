@@ -308,6 +308,31 @@ def default_app() -> App:
     return _default
 
 
+# -- the default app's connections (what `from ztq.core import connect` means) --------------
+def connect(
+    url: str | None = None,
+    *,
+    name: str = "default",
+    prefix: str | None = None,
+    cluster: bool | None = None,
+    client: Any = None,
+) -> Storage:
+    """:meth:`Connections.connect` of the default app."""
+    return default_app().connections.connect(
+        url, name=name, prefix=prefix, cluster=cluster, client=client
+    )
+
+
+def get_storage(name: str = "default") -> Storage:
+    """:meth:`Connections.get` of the default app."""
+    return default_app().connections.get(name)
+
+
+def disconnect_all() -> None:
+    """:meth:`Connections.close_all` of the default app."""
+    default_app().connections.close_all()
+
+
 def import_module(name: str) -> Any:
     """Import a module of the user's project, from the current directory too (as rq and
     celery do: ``ztq worker`` is started in the project's folder)."""

@@ -223,34 +223,3 @@ class Connections:
                 with contextlib.suppress(Exception):  # closing is best effort
                     storage.close()
             self._storages.clear()
-
-
-# -- the default app's connections (what `from ztq.core import connect` means) --------------
-def connect(
-    url: str | None = None,
-    *,
-    name: str = "default",
-    prefix: str | None = None,
-    cluster: bool | None = None,
-    client: Any = None,
-) -> Storage:
-    """:meth:`Connections.connect` of the default app."""
-    from ztq.core.client.app import default_app
-
-    return default_app().connections.connect(
-        url, name=name, prefix=prefix, cluster=cluster, client=client
-    )
-
-
-def get_storage(name: str = "default") -> Storage:
-    """:meth:`Connections.get` of the default app."""
-    from ztq.core.client.app import default_app
-
-    return default_app().connections.get(name)
-
-
-def disconnect_all() -> None:
-    """:meth:`Connections.close_all` of the default app."""
-    from ztq.core.client.app import default_app
-
-    default_app().connections.close_all()
