@@ -19,8 +19,9 @@ from redis.exceptions import NoScriptError, ReadOnlyError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ztq.core import settings
-from ztq.core.engine.keys import shard_for, shard_names
-from ztq.core.engine.queue_limits import QueueLimits, RoomWait
+from ztq.core.engine.connection import SENTINEL_SCHEME, parse_sentinel_url, sentinel_options
+from ztq.core.engine.keys import shard_names
+from ztq.core.engine.queue_limits import QueueLimits
 from ztq.core.engine.record import TaskRecord
 from ztq.core.engine.scripts import SCRIPTS, Op
 from ztq.core.engine.storage import (
@@ -32,13 +33,10 @@ from ztq.core.engine.storage import (
     safe_url,
     tail_id,
 )
-from ztq.core.errors import ConfigError, ConnectionFailed, NotReplicated
-from ztq.core.states import TaskState
+from ztq.core.errors import ConfigError, ConnectionFailed
 
 if TYPE_CHECKING:
     from ztq.core.client.app import App
-    from ztq.core.client.calls import TaskCall
-    from ztq.core.client.handle import TaskHandle
 
 
 def _is_cluster(client: Any) -> bool:
@@ -56,8 +54,6 @@ def make_async_client(url: str, *, cluster: bool = False) -> Any:
     from redis.asyncio.retry import Retry as AsyncRetry
     from redis.asyncio.sentinel import Sentinel
     from redis.backoff import NoBackoff
-
-    from ztq.core.engine.connection import SENTINEL_SCHEME, parse_sentinel_url, sentinel_options
 
     common: dict[str, Any] = {"decode_responses": True, "socket_connect_timeout": 2.0,
                               "socket_timeout": MAX_BLOCK + 2}  # fmt: skip
@@ -213,78 +209,3 @@ async def astorage(app: App, name: str = "default") -> AsyncStorage:
         found = AsyncStorage(make_async_client(url), prefix=prefix, url=url)
         app.async_connections[key] = found
     return found
-
-
-async def asend(call: TaskCall) -> TaskHandle[Any]:
-    """Enqueue one call from a coroutine: the blocking ``send``'s twin (one round trip)."""
-    from ztq.core.client.enqueue import entry, replicas_for, timeout_ms
-    from ztq.core.client.handle import TaskHandle, app_or_default
-    from ztq.core.client.transaction import current_buffer
-
-    app = app_or_default(call.app)
-    call = app.middleware.before_enqueue(app, call)
-    if current_buffer(app) is not None:
-        raise ConfigError(
-            "adelay/aenqueue inside a transaction: the block writes its tasks when it exits, "
-            "blocking; use delay() there, or enqueue outside the block"
-        )
-    storage = await astorage(app, call.connection)
-    shards = call.shards or app.registry.shards(call.queue)
-    await storage.register_queue(call.queue, shards)
-    task_id = call.resolve_id()
-    queue = shard_for(call.queue, task_id, shards)
-    op = storage.ops.enqueue_op(queue, [entry(call, task_id)])
-    replicas = replicas_for(app, [call])
-    confirmed = replicas
-    wait: RoomWait | None = None
-    while True:
-        if replicas:
-            [reply], confirmed = await storage.execute_replicated([op], replicas, timeout_ms(app))
-            returned_id, outcome = reply
-        else:
-            returned_id, outcome = await storage.call(*op)
-        if outcome != "full":
-            break
-        wait = wait or RoomWait(queue, await storage.queue_limits(queue))
-        await storage.wait_room(queue, wait.next_wait())  # QueueFull when it must not wait
-    handle: TaskHandle[Any] = TaskHandle(
-        str(returned_id), queue, call.connection, str(outcome), app
-    )
-    app.middleware.notify("after_enqueue", app, call, handle)
-    if confirmed < replicas:
-        raise NotReplicated([handle], confirmed, replicas)
-    return handle
-
-
-async def aping(
-    app: App, task: Any, queue: str | None = None, *, connection: str = "default"
-) -> str:
-    """The state of a task, from a coroutine (see :func:`ztq.core.client.handle.ping`)."""
-    task_id = getattr(task, "id", task)
-    queue = queue or getattr(task, "queue", None)
-    storage = await astorage(app, connection)
-    queue = queue or await storage.locate(task_id)
-    if queue is None:
-        return TaskState.NONE.value
-    rec = await storage.record(queue, task_id)
-    return TaskState.NONE.value if rec is None else rec.state.value
-
-
-async def await_result(handle: TaskHandle[Any], timeout: float | None = None) -> Any:
-    """:meth:`TaskHandle.get` for coroutines: the same results and errors, blocking only the
-    awaiting coroutine (XREAD BLOCK on its own connection)."""
-    from ztq.core.client.handle import Wait, app_or_default
-
-    storage = await astorage(app_or_default(handle.app), handle.connection)
-    wait = Wait(handle, timeout)
-    after = await storage.history_tail(handle.queue)
-    while True:
-        rec = await storage.record(handle.queue, handle.id)
-        gone = rec is None and await storage.finished_lately(handle.queue, handle.id) == "done"
-        if wait.settled(rec, gone):
-            return wait.value
-        while not wait.finished:
-            entries = await storage.wait_history(handle.queue, after, wait.left())
-            if not entries:
-                break
-            after = wait.saw(entries)

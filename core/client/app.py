@@ -19,13 +19,16 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-import threading
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
+from ztq.core.client import current
+from ztq.core.client.calls import TaskCall
 from ztq.core.client.cron import DEFAULT_GRACE, CronEntry, CronSchedule
+from ztq.core.client.enqueue import send as _send
 from ztq.core.client.handle import TaskHandle
+from ztq.core.client.handle import aping as _aping
 from ztq.core.client.handle import ping as _ping
 from ztq.core.client.registry import Registry, TaskFunction, make_task, origin
 from ztq.core.engine.connection import Connections
@@ -284,9 +287,13 @@ class App:
         self, task: TaskHandle | str, queue: str | None = None, *, connection: str = "default"
     ) -> str:
         """:meth:`ping` from a coroutine (``redis.asyncio``; never blocks the event loop)."""
-        from ztq.core.client.aio import aping
+        return await _aping(self, task, queue, connection=connection)
 
-        return await aping(self, task, queue, connection=connection)
+    def send(self, call: TaskCall) -> TaskHandle:
+        """Enqueue ``call`` now, or buffer it in the open transaction: what
+        ``TaskCall.enqueue()`` asks of the call's app (the calls module sits below the send
+        path, so the app, which owns both, does the sending)."""
+        return _send(call)
 
     def use_transaction_manager(self, enabled: bool = True) -> None:
         """Make this app's enqueues join the ``transaction`` package's current transaction
@@ -294,18 +301,8 @@ class App:
         self.joins_transactions = enabled
 
 
-_default: App | None = None
-_default_lock = threading.Lock()
-
-
-def default_app() -> App:
-    """The app the module-level functions act on, made on first use."""
-    global _default
-    if _default is None:
-        with _default_lock:
-            if _default is None:
-                _default = App("default")
-    return _default
+current.provide(lambda: App("default"))
+default_app = current.default_app
 
 
 # -- the default app's connections (what `from ztq.core import connect` means) --------------

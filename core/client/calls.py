@@ -7,7 +7,6 @@ callback carries its own options and callbacks).
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import math
@@ -19,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from ztq.core.client.current import app_or_default
 from ztq.core.engine.keys import check_queue, check_shards
 from ztq.core.engine.record import payload_list
 from ztq.core.errors import InvalidName, InvalidOption, SerializationError
@@ -358,15 +358,7 @@ class TaskCall:
     # -- sending -----------------------------------------------------------------------------
     def enqueue(self) -> TaskHandle:
         """Send the call now, or buffer it when a transaction is open."""
-        return _send()(self)
-
-
-@functools.cache
-def _send() -> Callable[[TaskCall], TaskHandle]:
-    """``ztq.core.client.enqueue.send``, imported on first use (it imports this module)."""
-    from ztq.core.client.enqueue import send
-
-    return send
+        return app_or_default(self.app).send(self)
 
 
 class CallTemplate:

@@ -17,6 +17,7 @@ from typing import Any
 from croniter import croniter
 
 from ztq.core.client.calls import TaskCall
+from ztq.core.client.enqueue import send
 from ztq.core.errors import InvalidOption, QueueFull
 
 log = logging.getLogger(__name__)
@@ -119,8 +120,6 @@ class CronTable:
 
         A tick whose queue is full (``max_pending``) is not fired, whatever the queue's
         ``when_full`` says (the cron thread never blocks): logged, and the other entries fire."""
-        from ztq.core.client.enqueue import send
-
         due, upcoming = self.tick(now, skip)
         handles = []
         for entry, at in due:

@@ -5,16 +5,18 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from ztq.core.client.aio import astorage
+from ztq.core.client.buffer import current_buffer
 from ztq.core.client.calls import TaskCall
-from ztq.core.client.handle import TaskHandle, app_or_default
-from ztq.core.client.transaction import current_buffer
+from ztq.core.client.current import app_or_default
+from ztq.core.client.handle import TaskHandle
 from ztq.core.engine.keys import shard_for
 from ztq.core.engine.queue_limits import RoomWait, send_until_room
 from ztq.core.engine.scripts import Op
 from ztq.core.engine.storage import EnqueueArgs, Storage
-from ztq.core.errors import NotReplicated, QueueFull
+from ztq.core.errors import ConfigError, NotReplicated, QueueFull
 
 if TYPE_CHECKING:
     from ztq.core.client.app import App
@@ -48,7 +50,7 @@ def send(
     ``join`` overrides that choice for this call (see :func:`current_buffer`)."""
     app = app_or_default(call.app)
     call = app.middleware.before_enqueue(app, call)
-    buffer = current_buffer(app, join)
+    buffer = current_buffer(app, send_many, join)
     task_id = call.resolve_id()
     if buffer is not None and cron is None:
         buffer.append((call, task_id))
@@ -191,3 +193,40 @@ def _write(
         for n, pos in enumerate(chunk):
             out[pos] = (str(reply[2 * n]), str(reply[2 * n + 1]))
     return out, replicas, confirmed
+
+
+async def asend(call: TaskCall) -> TaskHandle[Any]:
+    """Enqueue one call from a coroutine: the blocking ``send``'s twin (one round trip)."""
+    app = app_or_default(call.app)
+    call = app.middleware.before_enqueue(app, call)
+    if current_buffer(app, send_many) is not None:
+        raise ConfigError(
+            "adelay/aenqueue inside a transaction: the block writes its tasks when it exits, "
+            "blocking; use delay() there, or enqueue outside the block"
+        )
+    storage = await astorage(app, call.connection)
+    shards = call.shards or app.registry.shards(call.queue)
+    await storage.register_queue(call.queue, shards)
+    task_id = call.resolve_id()
+    queue = shard_for(call.queue, task_id, shards)
+    op = storage.ops.enqueue_op(queue, [entry(call, task_id)])
+    replicas = replicas_for(app, [call])
+    confirmed = replicas
+    wait: RoomWait | None = None
+    while True:
+        if replicas:
+            [reply], confirmed = await storage.execute_replicated([op], replicas, timeout_ms(app))
+            returned_id, outcome = reply
+        else:
+            returned_id, outcome = await storage.call(*op)
+        if outcome != "full":
+            break
+        wait = wait or RoomWait(queue, await storage.queue_limits(queue))
+        await storage.wait_room(queue, wait.next_wait())  # QueueFull when it must not wait
+    handle: TaskHandle[Any] = TaskHandle(
+        str(returned_id), queue, call.connection, str(outcome), app
+    )
+    app.middleware.notify("after_enqueue", app, call, handle)
+    if confirmed < replicas:
+        raise NotReplicated([handle], confirmed, replicas)
+    return handle

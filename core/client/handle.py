@@ -6,6 +6,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from ztq.core.client.aio import astorage
+from ztq.core.client.current import app_or_default
 from ztq.core.engine.record import TaskRecord
 from ztq.core.engine.storage import Storage
 from ztq.core.errors import NotFound, ResultTimeout, TaskFailed
@@ -13,15 +15,6 @@ from ztq.core.states import TaskState
 
 if TYPE_CHECKING:
     from ztq.core.client.app import App
-
-
-def app_or_default(app: App | None) -> App:
-    """``app``, or the default app when None."""
-    if app is not None:
-        return app
-    from ztq.core.client.app import default_app
-
-    return default_app()
 
 
 R = TypeVar("R")
@@ -98,8 +91,6 @@ class TaskHandle(Generic[R]):
 
     async def await_result(self, timeout: float | None = None) -> R:
         """:meth:`get` from a coroutine: blocks only the awaiting coroutine."""
-        from ztq.core.client.aio import await_result
-
         return await await_result(self, timeout)  # type: ignore[no-any-return]
 
     @property
@@ -178,3 +169,35 @@ def ping(
         queue = storage.locate(task, storage.shards_of(queue) if queue else None)
         rec = storage.record(queue, task) if queue else None
     return TaskState.NONE.value if rec is None else rec.state.value
+
+
+async def aping(
+    app: App, task: Any, queue: str | None = None, *, connection: str = "default"
+) -> str:
+    """The state of a task, from a coroutine (see :func:`ztq.core.client.handle.ping`)."""
+    task_id = getattr(task, "id", task)
+    queue = queue or getattr(task, "queue", None)
+    storage = await astorage(app, connection)
+    queue = queue or await storage.locate(task_id)
+    if queue is None:
+        return TaskState.NONE.value
+    rec = await storage.record(queue, task_id)
+    return TaskState.NONE.value if rec is None else rec.state.value
+
+
+async def await_result(handle: TaskHandle[Any], timeout: float | None = None) -> Any:
+    """:meth:`TaskHandle.get` for coroutines: the same results and errors, blocking only the
+    awaiting coroutine (XREAD BLOCK on its own connection)."""
+    storage = await astorage(app_or_default(handle.app), handle.connection)
+    wait = Wait(handle, timeout)
+    after = await storage.history_tail(handle.queue)
+    while True:
+        rec = await storage.record(handle.queue, handle.id)
+        gone = rec is None and await storage.finished_lately(handle.queue, handle.id) == "done"
+        if wait.settled(rec, gone):
+            return wait.value
+        while not wait.finished:
+            entries = await storage.wait_history(handle.queue, after, wait.left())
+            if not entries:
+                break
+            after = wait.saw(entries)

@@ -14,14 +14,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from ztq.core.client.calls import CallTemplate, TaskCall, check_task_name, ztq_option_error
+from ztq.core.client.enqueue import asend, send
 from ztq.core.client.handle import TaskHandle
 from ztq.core.engine.keys import check_queue, shard_for
 from ztq.core.errors import ConfigError, InvalidOption, UnknownTask, UnsupportedTask
+from ztq.core.messaging.broadcast import BroadcastHandle, send_broadcast
 from ztq.core.states import Priority
 
 if TYPE_CHECKING:
     from ztq.core.client.app import App
-    from ztq.core.messaging.broadcast import BroadcastHandle
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -116,7 +117,7 @@ class TaskFunction(Generic[P, R]):
         **options: Any,
     ) -> TaskHandle[R]:
         """Send one call with options (see :meth:`prepare`); returns its handle."""
-        return self.prepare(args, kwargs, **options).enqueue()
+        return send(self.prepare(args, kwargs, **options))
 
     async def aenqueue(
         self,
@@ -125,22 +126,16 @@ class TaskFunction(Generic[P, R]):
         **options: Any,
     ) -> TaskHandle[R]:
         """:meth:`enqueue` from a coroutine (``redis.asyncio``, the same script)."""
-        from ztq.core.client.aio import asend
-
         return await asend(self.prepare(args, kwargs, **options))
 
     async def adelay(self, *args: P.args, **kwargs: P.kwargs) -> TaskHandle[R]:
         """:meth:`delay` from a coroutine: never blocks the event loop."""
-        from ztq.core.client.aio import asend
-
         return await asend(self.prepare(args, kwargs))
 
     def broadcast(self, *args: P.args, **kwargs: P.kwargs) -> BroadcastHandle:
         """Run the task once on every live worker that serves its queue (reload a config,
         clear a local cache); the handle lists and waits for each worker's run. Workers
         that start later do not run it (see ``App.broadcast_catch_up``, docs/channels.md)."""
-        from ztq.core.messaging.broadcast import send_broadcast
-
         return send_broadcast(self.prepare(args, kwargs))
 
     def handle(self, task_id: str) -> TaskHandle[R]:
@@ -153,7 +148,7 @@ class TaskFunction(Generic[P, R]):
 
     def delay(self, *args: P.args, **kwargs: P.kwargs) -> TaskHandle[R]:
         """Send one call now with the task's default options."""
-        return self.template().call(args, kwargs).enqueue()
+        return send(self.template().call(args, kwargs))
 
     def template(self) -> CallTemplate:
         """The call of this task with its default options, prepared once (rebuilt when an

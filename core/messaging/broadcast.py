@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ztq.core.client.calls import TaskCall
-from ztq.core.client.handle import app_or_default
+from ztq.core.client.current import app_or_default
 from ztq.core.engine.scripts import Op
 from ztq.core.engine.storage import Storage, block_ms, tail_id
 from ztq.core.errors import NotFound, ResultTimeout

@@ -31,6 +31,7 @@ from redis.client import NEVER_DECODE
 from redis.exceptions import ResponseError
 
 from ztq.core.client.calls import encode_json
+from ztq.core.client.current import app_or_default
 from ztq.core.engine.keys import check_channel
 from ztq.core.engine.storage import MAX_BLOCK, Storage
 from ztq.core.errors import ChannelFull, InvalidName, InvalidOption, NotFound
@@ -135,8 +136,6 @@ class Channel:
 
     @property
     def storage(self) -> Storage:
-        from ztq.core.client.handle import app_or_default
-
         return app_or_default(self.app).connections.get(self.connection)
 
     def keys(self, storage: Storage | None = None) -> list[str]:

@@ -1,0 +1,111 @@
+"""Where an enqueue goes when it is not written at once: the open ``with transaction():``
+block's buffer, or the ``transaction`` package's current transaction (``pyramid_tm``).
+
+The send path asks :func:`current_buffer` before it writes, and hands it the function that
+writes a buffer (``flush``), so that this module never imports the send path: the send path
+imports it.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ztq.core.client.app import App
+    from ztq.core.client.calls import TaskCall
+    from ztq.core.client.handle import TaskHandle
+
+log = logging.getLogger(__name__)
+
+Buffer = list[tuple["TaskCall", str]]
+# writes buffered calls, returning their handles (``ztq.core.client.enqueue.send_many``)
+Flush = Callable[[Sequence[tuple["TaskCall", str]]], "list[TaskHandle]"]
+_buffer: contextvars.ContextVar[Buffer | None] = contextvars.ContextVar("ztq_buffer", default=None)
+
+
+def current_buffer(app: App, flush: Flush, join: bool | None = None) -> Buffer | None:
+    """The buffer an enqueue of ``app`` goes to, or None to send at once.
+
+    ``join`` overrides the policy for one call (ZTQ's ``ztq_transaction``): False sends at
+    once even inside ``with transaction():`` or a joined transaction; True joins the open
+    ``with transaction():`` block, else the ``transaction`` package's current transaction,
+    whatever ``app.use_transaction_manager()`` says. ``flush`` writes the buffer of a
+    joined transaction when it votes.
+    """
+    if join is False:
+        return None
+    buf = _buffer.get()
+    if buf is not None:
+        return buf
+    if join or app.joins_transactions:
+        return _join_transaction_manager(flush)
+    return None
+
+
+class DataManager:
+    """An ``IDataManager`` for ``transaction``: writes the buffered enqueues at vote.
+
+    It votes last (``sortKey``) so that every other resource (the SQL database) has voted
+    already; if Redis cannot be written, the vote fails and the whole transaction aborts, so
+    no committed change lacks its tasks. Tasks are written before the database's final
+    ``tpc_finish``; a crash between the two is the one window where tasks exist for a change
+    that did not commit, which at-least-once task code must tolerate anyway.
+    """
+
+    transaction_manager: Any
+
+    def __init__(self, txn: Any, flush: Flush) -> None:
+        import transaction as txn_pkg
+
+        self.transaction_manager = txn_pkg.manager
+        self.buffer: Buffer = []
+        self.txn = txn
+        self.flush = flush
+
+    def sortKey(self) -> str:  # noqa: N802 - interface name
+        return "~~ztq"
+
+    def abort(self, txn: Any) -> None:
+        self.buffer.clear()
+
+    def tpc_begin(self, txn: Any) -> None:
+        pass
+
+    def commit(self, txn: Any) -> None:
+        pass
+
+    def tpc_vote(self, txn: Any) -> None:
+        items, self.buffer = list(self.buffer), []
+        if items:
+            self.flush(items)
+
+    def tpc_finish(self, txn: Any) -> None:
+        pass
+
+    def tpc_abort(self, txn: Any) -> None:
+        self.buffer.clear()
+
+
+_managers: contextvars.ContextVar[dict[int, DataManager] | None] = contextvars.ContextVar(
+    "ztq_managers", default=None
+)
+
+
+def _join_transaction_manager(flush: Flush) -> Buffer:
+    import transaction as txn_pkg
+
+    txn = txn_pkg.get()
+    managers = _managers.get()
+    if managers is None:
+        managers = {}
+        _managers.set(managers)
+    dm = managers.get(id(txn))
+    if dm is None or dm.txn is not txn:
+        dm = DataManager(txn, flush)
+        txn.join(dm)
+        managers.clear()
+        managers[id(txn)] = dm
+    return dm.buffer
