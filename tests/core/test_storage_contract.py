@@ -9,6 +9,7 @@ import pytest
 
 import ztq.core as ztq
 from tests import sample_tasks as t
+from ztq.core.client.cron import CronEntry
 from ztq.core.engine.record import decode_payload
 from ztq.core.engine.storage import Finished, Leased, Storage
 
@@ -154,7 +155,7 @@ def test_cron_enqueues_once_per_tick_however_many_workers(storage: Storage) -> N
     try:
         tick = (int(time.time()) // 60) * 60 + 0.5
         tables = [
-            ztq.CronTable([ztq.cron.CronEntry(entry.name, entry.call, entry.spec)])
+            ztq.CronTable([CronEntry(entry.name, entry.call, entry.spec)])
             for _ in range(5)
         ]
         outcomes = [h.outcome for tb in tables for h in tb.fire(now=tick)[0]]
@@ -162,10 +163,10 @@ def test_cron_enqueues_once_per_tick_however_many_workers(storage: Storage) -> N
         [lease] = storage.fetch("default", W, "t0", 30_000, 10)
         assert storage.ack("default", W, [Finished(lease.id, lease.token, t.noop.name)]) == []
         # the same tick again after the task ran and finished: still not enqueued twice
-        again = ztq.CronTable([ztq.cron.CronEntry(entry.name, entry.call, entry.spec)])
+        again = ztq.CronTable([CronEntry(entry.name, entry.call, entry.spec)])
         assert [h.outcome for h in again.fire(now=tick + 1)[0]] == ["skipped"]
         # the next minute is a new tick
-        nxt = ztq.CronTable([ztq.cron.CronEntry(entry.name, entry.call, entry.spec)])
+        nxt = ztq.CronTable([CronEntry(entry.name, entry.call, entry.spec)])
         assert [h.outcome for h in nxt.fire(now=tick + 60)[0]] == ["added"]
     finally:
         ztq.remove_cron("every-minute")

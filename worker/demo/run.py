@@ -33,7 +33,7 @@ from ztq.worker.demo import tasks as demo
 from ztq.worker.demo.screen import Screen, Tally, mask_url
 from ztq.worker.embedded import RedisProcess, parent_death_signal
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # worker/demo/run.py -> the repo root
 WORKER = "demo-worker"
 QUEUES = ("default:2", "mail:1", "pdf:1:process")  # --queue flags of the demo's worker
 USER = "admin"
@@ -171,7 +171,7 @@ class Demo:
         ini.set("server:main", "listen", f"127.0.0.1:{self.port}")
         path = self.run_dir / "console.ini"
         with path.open("w") as f:
-            f.write("# written by python -m ztq.worker.demo.run from app.ini; rewritten each run\n")
+            f.write("# written by python -m ztq.worker.demo from app.ini; rewritten each run\n")
             ini.write(f)
         return path
 
