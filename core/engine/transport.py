@@ -1,0 +1,167 @@
+"""The transport under :class:`~ztq.core.engine.storage.Storage`: the redis-py client, script
+calls, pipelines, connection errors and failovers, and the state one ``Storage`` keeps.
+
+Separate from what the other mixins do with Redis (task moves, queue administration, reads,
+blocking waits) because every one of them goes through it: how a call reaches Redis and
+what happens when it cannot is decided here once, and nowhere else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from ztq.core.engine.keys import Keys
+from ztq.core.engine.scripts import HELD, SCRIPTS, Op
+from ztq.core.engine.waits import MultiWait
+from ztq.core.errors import ConnectionFailed
+
+_PASSWORD_PARAM = re.compile(r"((?:^|[&;])(?:sentinel_)?password=)[^&;]*")
+
+
+def safe_url(url: str) -> str:
+    """The URL with its passwords masked, for messages and logs: the one before ``@`` and
+    the ``password`` / ``sentinel_password`` parameters. Works on the host list of a
+    ``redis+sentinel://`` URL (``h1:26379,h2:26379``), whose port ``urlsplit`` cannot read."""
+    parts = urlsplit(url)
+    userinfo, at, hosts = parts.netloc.rpartition("@")
+    if at and ":" in userinfo:
+        parts = parts._replace(netloc=f"{userinfo.partition(':')[0]}:***@{hosts}")
+    if "password=" in parts.query:
+        parts = parts._replace(query=_PASSWORD_PARAM.sub(r"\1***", parts.query))
+    return urlunsplit(parts)
+
+
+class Transport:
+    """The client and the calls through it; the base of every ``Storage`` mixin."""
+
+    def __init__(self, client: Any, *, prefix: str = "ztq", url: str = "") -> None:
+        self.client = client
+        self.keys = Keys(prefix)
+        self.url = url
+        self.is_cluster = isinstance(client, redis.RedisCluster)
+        self._known_queues: set[str] = set()
+        self._key_lists: dict[tuple[str, str], list[str]] = {}  # hot paths: once per queue
+        self._multi_waits: dict[tuple[int, tuple[str, ...]], MultiWait] = {}  # Cluster only
+        self._multi_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<Storage {safe_url(self.url)} prefix={self.keys.prefix!r}>"
+
+    @contextlib.contextmanager
+    def guard(self) -> Iterator[None]:
+        """Turn redis-py connection errors into :class:`ConnectionFailed` naming the URL.
+
+        A server that became a replica (its master was demoted: a failover) counts as one
+        too, so callers retry with backoff: ``READONLY`` on a write, ``UNBLOCKED`` on a
+        blocked ``BLPOP``. The pool's connections are dropped first, so the next try
+        connects afresh: a ``redis+sentinel://`` client asks the sentinels for the new
+        master, a DNS name or a virtual IP may point to it by now."""
+        try:
+            yield
+        except redis.exceptions.ResponseError as exc:
+            demoted = isinstance(exc, redis.exceptions.ReadOnlyError) or str(exc).startswith(
+                "UNBLOCKED"
+            )
+            if not demoted:
+                raise
+            with contextlib.suppress(Exception):  # best effort; a Cluster has no one pool
+                self.client.connection_pool.disconnect()
+            raise ConnectionFailed(
+                f"Redis at {safe_url(self.url)} is a replica now (a failover?): {exc}"
+            ) from exc
+        except (RedisConnectionError, RedisTimeoutError) as exc:
+            raise ConnectionFailed(f"cannot reach Redis at {safe_url(self.url)}: {exc}") from exc
+
+    def call(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        with self.guard():
+            return SCRIPTS.call(self.client, name, keys, args)
+
+    def execute(self, ops: Sequence[Op]) -> list[Any]:
+        """Run several operations in one round trip; results in the same order."""
+        with self.guard():
+            return SCRIPTS.call_many(self.client, ops)
+
+    def execute_replicated(
+        self, ops: Sequence[Op], replicas: int, timeout_ms: int
+    ) -> tuple[list[Any], int]:
+        """:meth:`execute`, then ``WAIT`` until ``replicas`` replicas have the writes or
+        ``timeout_ms`` passes; returns the results and how many replicas confirmed (on a
+        Cluster: the fewest of the masters written to). One round trip per master."""
+        with self.guard():
+            if not self.is_cluster:
+                *replies, confirmed = SCRIPTS.call_many(
+                    self.client, ops, wait=(replicas, timeout_ms)
+                )
+                return replies, int(confirmed)
+            return self._execute_replicated_cluster(ops, replicas, timeout_ms)
+
+    def _execute_replicated_cluster(
+        self, ops: Sequence[Op], replicas: int, timeout_ms: int
+    ) -> tuple[list[Any], int]:
+        """Per master, its scripts and a WAIT on one plain connection to it (a cluster
+        pipeline cannot send WAIT, which names no key). A slot that moved meanwhile (MOVED)
+        makes the client reload the slot map and try once more; the scripts are safe to
+        run again (enqueueing an id twice keeps one task)."""
+        for attempt in (1, 2):
+            by_node: dict[str, list[int]] = {}
+            nodes: dict[str, Any] = {}
+            for n, (_, keys, _) in enumerate(ops):
+                node = self.client.get_node_from_key(keys[0])
+                by_node.setdefault(node.name, []).append(n)
+                nodes[node.name] = node
+            replies: list[Any] = [None] * len(ops)
+            confirmed = replicas
+            try:
+                for name, positions in by_node.items():
+                    conn = self.client.get_redis_connection(nodes[name])
+                    *got, acks = SCRIPTS.call_many(
+                        conn, [ops[p] for p in positions], wait=(replicas, timeout_ms)
+                    )
+                    for p, reply in zip(positions, got, strict=True):
+                        replies[p] = reply
+                    confirmed = min(confirmed, int(acks))
+            except ResponseError as exc:
+                if attempt == 2 or not str(exc).startswith(("MOVED", "ASK")):
+                    raise
+                self.client.nodes_manager.initialize()
+                continue
+            return replies, confirmed
+        raise AssertionError("unreachable")
+
+    def reserve_connections(self, n: int) -> None:
+        """Let the client hold ``n`` connections at once (a worker: one per thread, plus its
+        own threads). redis-py caps a pool at 100 and then raises "Too many connections":
+        a 200-thread worker lost acks to it, and their tasks ran twice."""
+        pools = [self.client.connection_pool] if hasattr(self.client, "connection_pool") else []
+        if self.is_cluster:
+            nodes = [node.redis_connection for node in self.client.get_nodes()]
+            pools = [conn.connection_pool for conn in nodes if conn is not None]
+        for pool in pools:
+            if getattr(pool, "max_connections", n) < n:
+                pool.max_connections = n
+
+    def ping_server(self) -> bool:
+        with self.guard():
+            return bool(self.client.ping())
+
+    def close(self) -> None:
+        """Stop the Cluster wake watchers and close the client's connections."""
+        with self._multi_lock:
+            waits, self._multi_waits = list(self._multi_waits.values()), {}
+        for w in waits:
+            w.close()
+        if self.client is not None:
+            pool = getattr(self.client, "connection_pool", None)
+            if pool is not None:
+                HELD.drop(pool)
+            self.client.close()
