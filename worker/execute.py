@@ -1,4 +1,5 @@
-"""Running one task payload and classifying what happened, the same in a thread or a child.
+"""Running one task payload and classifying what happened, the same in a thread or a child;
+and importing the task modules, which the worker and each process slot's child do first.
 
 Nothing here talks to Redis except through the task's own reports (``worker.context``).
 """
@@ -15,8 +16,16 @@ import traceback as tb
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ztq.core.client.app import import_module
 from ztq.core.engine.record import decode_payload
-from ztq.core.errors import PayloadError, Retry, SerializationError, UnknownTask, UnsupportedTask
+from ztq.core.errors import (
+    ConfigError,
+    PayloadError,
+    Retry,
+    SerializationError,
+    UnknownTask,
+    UnsupportedTask,
+)
 from ztq.core.middleware.base import Outcome
 
 if TYPE_CHECKING:
@@ -61,6 +70,15 @@ def not_run(value: Any) -> bool:
         value.close()
         return True
     return inspect.isasyncgen(value) or inspect.isawaitable(value)
+
+
+def import_modules(modules: tuple[str, ...]) -> None:
+    """Import the task modules (from the current directory too, as rq and celery do)."""
+    for module in modules:
+        try:
+            import_module(module)
+        except ImportError as exc:
+            raise ConfigError(f"cannot import task module {module!r}: {exc}") from exc
 
 
 def prepare(

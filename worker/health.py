@@ -1,7 +1,10 @@
-"""The worker's health endpoints for Kubernetes, systemd watchdogs and load balancers.
+"""How the worker reports on itself: the figures of its heartbeat, and health endpoints.
+
+``SysInfo`` samples the host and the worker process (psutil) for every heartbeat, and gives
+the autoscaler the host's load.
 
 ``ztq worker --health-port 8080`` (or ``health = 8080`` / ``127.0.0.1:8080`` in ``[server]``)
-serves, on a thread of its own:
+serves, for Kubernetes, systemd watchdogs and load balancers, on a thread of its own:
 
 - ``GET /livez``: 200 while the worker's main loop goes round (it renews leases and writes
   the heartbeat every ``heartbeat`` seconds); 503 once it has not for three heartbeats and
@@ -16,15 +19,61 @@ Answers are one line of text; nothing about tasks or settings is exposed.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import psutil
+
 from ztq.core.engine.storage import Storage
 from ztq.core.errors import ConfigError, ZtqError
 
 log = logging.getLogger("ztq.worker")
+
+
+def host_ip() -> str:
+    """The address the host name resolves to (no packet is sent); 127.0.0.1 if none."""
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return "127.0.0.1"
+
+
+class SysInfo:
+    """Host and process figures for the heartbeat (``describe``) and the autoscaler."""
+
+    def __init__(self) -> None:
+        self.proc = psutil.Process(os.getpid())
+        self.proc.cpu_percent(None)  # the first reading is always 0: prime it
+        psutil.cpu_percent(None)  # the host's too (host_load)
+        self.host = socket.gethostname()
+        self.ip = host_ip()
+
+    def sample(self) -> dict[str, Any]:
+        vm = psutil.virtual_memory()
+        try:
+            rss = self.proc.memory_info().rss
+            for child in self.proc.children(recursive=True):
+                rss += child.memory_info().rss
+        except psutil.Error:
+            rss = 0
+        return {
+            "host": self.host,
+            "ip": self.ip,
+            "pid": os.getpid(),
+            "cpu_percent": round(self.proc.cpu_percent(None), 1),
+            "mem_total": vm.total,
+            "mem_percent": vm.percent,
+            "rss": rss,
+        }
+
+    def host_load(self) -> tuple[float, float]:
+        """The host's CPU % over every core since the last call, and its memory %: what the
+        autoscaler's ceilings compare with (``autoscale_cpu_max``, ``autoscale_memory_max``)."""
+        return float(psutil.cpu_percent(None)), float(psutil.virtual_memory().percent)
 
 
 def parse_address(value: str) -> tuple[str, int]:

@@ -2,7 +2,8 @@
 
 ``Worker.tick()`` is the one maintenance step (tests call it directly); ``run()`` starts
 the executor threads and a command thread, then loops ``tick()`` every ``heartbeat``
-seconds until SIGTERM/SIGINT or a ``stop`` command.
+seconds until SIGTERM/SIGINT or a ``stop`` command. What each command does (and resizing a
+queue's executors) is the base class ``ztq.worker.control.Control``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ztq.core.client.app import App, check_shared_names, default_app, import_module, load_app
+from ztq.core.client.app import App, check_shared_names, default_app, load_app
 from ztq.core.client.cron import CronTable
 from ztq.core.engine.storage import Reaped, Storage
 from ztq.core.engine.workers import (
@@ -28,31 +29,22 @@ from ztq.core.engine.workers import (
     take_commands,
     write_heartbeat,
 )
-from ztq.core.errors import ConfigError, ZtqError
+from ztq.core.errors import ZtqError
 from ztq.worker.channels import WorkerChannels
-from ztq.worker.config import MAX_ASYNC, MAX_THREADS, ThreadSpec, WorkerConfig
-from ztq.worker.execute import wrong_pool
+from ztq.worker.config import ThreadSpec, WorkerConfig
+from ztq.worker.control import Control
+from ztq.worker.execute import import_modules, wrong_pool
 from ztq.worker.executors.async_pool import AsyncExecutor
 from ztq.worker.executors.threads import BaseExecutor, Executor
 from ztq.worker.executors.timeouts import TimeoutWatch
-from ztq.worker.health import Health, HealthServer, parse_address
+from ztq.worker.health import Health, HealthServer, SysInfo, parse_address
 from ztq.worker.scaler import Scaler
 from ztq.worker.scheduler import Scheduler
-from ztq.worker.sysinfo import SysInfo
 
 log = logging.getLogger(__name__)
 
 
-def import_modules(modules: tuple[str, ...]) -> None:
-    """Import the task modules (from the current directory too, as rq and celery do)."""
-    for module in modules:
-        try:
-            import_module(module)
-        except ImportError as exc:
-            raise ConfigError(f"cannot import task module {module!r}: {exc}") from exc
-
-
-class Worker:
+class Worker(Control):
     """Serves the queues of ``cfg`` for one app: ``app``, else the one ``cfg.app`` names, else
     the default app. Tasks are looked up in that app's registry, and callbacks sent by it."""
 
@@ -294,145 +286,7 @@ class Worker:
             moved += step
         return moved
 
-    # -- commands ----------------------------------------------------------------------------
-    def handle_command(self, cmd: dict[str, Any]) -> None:
-        name = cmd.get("cmd")
-        log.info("command %s from %s", name, cmd.get("by", "?"))
-        if name == "pause":
-            self.paused.set()
-        elif name == "resume":
-            self.paused.clear()
-        elif name == "stop":
-            self.request_stop()
-        elif name == "set_threads":
-            self.set_threads(str(cmd.get("queue", "")), cmd.get("threads"))
-        elif name == "autoscale":
-            self.autoscale(str(cmd.get("queue", "")))
-        elif name == "kill":
-            self.kill(str(cmd.get("thread", "")), str(cmd.get("task_id", "")))
-        self.heartbeat()
-        if name != "refresh":
-            log_event(
-                self.storage,
-                "command",
-                self.id,
-                f"{name} by {cmd.get('by', '?')}",
-                ip=self.sysinfo.ip,
-            )
-
-    def set_threads(self, queue: str, threads: Any) -> None:
-        """The operator's set-threads command: run ``threads`` executors on ``queue`` (an async
-        pool: that many tasks at once, on its one event loop); the queue keeps the pool kind
-        it has, or was configured with. An autoscaled queue is pinned: left at that count
-        until the ``autoscale`` command gives it back to the autoscaler."""
-        if not self.cfg.active_config:
-            log.warning("set_threads refused: active_config is off for this worker")
-            return
-        from ztq.core.engine.keys import check_queue
-
-        check_queue(queue)
-        self.resize(queue, threads, pin=True)
-
-    def autoscale(self, queue: str) -> None:
-        """The ``autoscale`` command: the autoscaler decides ``queue``'s threads again."""
-        if not self.cfg.active_config:
-            log.warning("autoscale refused: active_config is off for this worker")
-        elif self.scaler.unpin(queue):
-            log_event(
-                self.storage,
-                "config",
-                self.id,
-                f"threads for {queue}: autoscaled again",
-                ip=self.sysinfo.ip,
-            )
-        elif not self.scaler.manages(queue):
-            log.warning("autoscale: queue %s has no range here (QUEUE = MIN..MAX)", queue)
-
-    def live_executors(self, queue: str) -> list[BaseExecutor]:
-        """The executors serving ``queue`` alone, alive and not retired (what a resize and
-        the autoscaler count)."""
-        with self.threads_lock:
-            return [
-                ex
-                for ex in self.executors
-                if ex.spec.queues == (queue,) and not ex.retired.is_set() and ex.is_alive()
-            ]
-
-    def resize(self, queue: str, threads: Any, *, event: bool = True, pin: bool = False) -> bool:
-        """The one path that changes a queue's executors (set-threads, the autoscaler).
-
-        An operator's count (``pin``) pins the queue before the executors are counted: the
-        pin waits for an autoscaler decision in progress (``Scaler.step`` resizes under the
-        lock the pin takes), so the count applies to what that decision left, and no later
-        decision resizes the queue."""
-        configured = [spec.pool for spec in self.cfg.threads if spec.queues == (queue,)]
-        configured += [spec.pool for spec in self.cfg.scaled if spec.queue == queue]
-        mine = self.live_executors(queue)
-        pool = mine[0].spec.pool if mine else configured[0] if configured else "thread"
-        top = MAX_ASYNC if pool == "async" else MAX_THREADS
-        if isinstance(threads, bool) or not isinstance(threads, int) or not 0 <= threads <= top:
-            log.warning("set_threads refused: bad count %r for %s (0-%d)", threads, queue, top)
-            return False
-        pinned = " (pinned: not autoscaled)" if pin and self.scaler.pin(queue) else ""
-        if pin:
-            mine = self.live_executors(queue)
-        if pool == "async":
-            self._resize_async(queue, mine, threads, pinned if event else None)
-            return True
-        for ex in mine[threads:]:
-            ex.retired.set()
-        taken = {ex.spec.name for ex in self.executors if ex.is_alive()}
-        i = 0
-        for _ in range(threads - len(mine)):
-            while f"{queue}-{i}" in taken:
-                i += 1
-            taken.add(f"{queue}-{i}")
-            self.add_executor(ThreadSpec(f"{queue}-{i}", (queue,), pool))
-        self.register_queues([queue])
-        if event:
-            message = f"threads for {queue}: {len(mine)} -> {threads}{pinned}"
-            log_event(self.storage, "config", self.id, message, ip=self.sysinfo.ip)
-        return True
-
-    def _resize_async(
-        self, queue: str, mine: list[BaseExecutor], tasks: int, note: str | None = ""
-    ) -> None:
-        """An async pool is one event loop: its number of tasks at once changes (0 retires it,
-        and a later count starts it again)."""
-        before = mine[0].capacity if mine else 0
-        for ex in mine[1:] if tasks else mine:
-            ex.retired.set()
-        if tasks and mine and isinstance(mine[0], AsyncExecutor):
-            mine[0].resize(tasks)
-        elif tasks:
-            taken = {ex.spec.name for ex in self.executors if ex.is_alive()}
-            name = next(
-                f"{queue}-{i}" for i in range(len(taken) + 1) if f"{queue}-{i}" not in taken
-            )
-            self.add_executor(ThreadSpec(name, (queue,), "async", tasks))
-        self.register_queues([queue])
-        if note is not None:  # None: the autoscaler logs it
-            message = f"async tasks for {queue}: {before} -> {tasks}{note}"
-            log_event(self.storage, "config", self.id, message, ip=self.sysinfo.ip)
-
-    def kill(self, thread: str, task_id: str) -> bool:
-        """Kill the task running on ``thread`` if it is still ``task_id`` (and the child
-        process it published with ``report_job(pid=...)``)."""
-        for ex in list(self.executors):
-            run = next((r for r in ex.describe_runs().values() if r["id"] == task_id), None)
-            if run is None:
-                continue
-            rec = self.storage.record(run["queue"], task_id)
-            pid = rec.get("pid") if rec else None
-            if not ex.kill(thread, task_id):
-                continue
-            if isinstance(pid, str) and pid.isdigit() and int(pid) > 1 and int(pid) != os.getpid():
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(int(pid), signal.SIGKILL)
-            return True
-        log.warning("kill: no task %s on thread %s", task_id, thread)
-        return False
-
+    # -- commands (what each does: ztq.worker.control) --------------------------------------
     def command_loop(self) -> None:
         delay = 0.5
         while not self.stopping.is_set():

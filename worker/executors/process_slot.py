@@ -21,8 +21,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ztq.worker import logs
-from ztq.worker.execute import Outcome, SoftTimeout, run_payload
+from ztq.core.client.app import default_app, load_app
+from ztq.core.client.calls import TaskCall
+from ztq.worker.context import RunContext, reset_current, set_current
+from ztq.worker.execute import Outcome, SoftTimeout, import_modules, run_payload
+from ztq.worker.logs import configure, in_use
 
 log = logging.getLogger(__name__)
 HARD_GRACE = 5.0  # seconds past the soft timeout before the child is killed
@@ -56,17 +59,10 @@ def _child_main(
     app_spec: str,
     log_config: tuple[str, str] | None = None,
 ) -> None:
-    from ztq.core.client.app import default_app, load_app
-    from ztq.core.client.calls import TaskCall
-    from ztq.worker import logs
-    from ztq.worker.context import RunContext, reset_current, set_current
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
     signal.signal(signal.SIGALRM, _soft_timeout)
     if log_config is not None:  # lines as the worker's, with the task's fields
-        logs.configure(*log_config)
-    from ztq.worker.worker import import_modules
-
+        configure(*log_config)
     import_modules(imports)
     app = load_app(app_spec) if app_spec else default_app()
     storage = app.connect(url, prefix=prefix)
@@ -116,7 +112,7 @@ class ProcessSlot:
         parent, child = self._ctx.Pipe()
         self.proc = self._ctx.Process(
             target=_child_main,
-            args=(child, self.imports, self.url, self.prefix, self.app, logs.in_use()),
+            args=(child, self.imports, self.url, self.prefix, self.app, in_use()),
             daemon=True,
         )
         self.proc.start()
