@@ -1,4 +1,5 @@
-"""The console's settings: resolved by :mod:`ztq.core.settings`, then checked here.
+"""The console's settings: declared in :mod:`ztq.console.settings`, resolved by
+:mod:`ztq.core.settings`, then checked here.
 
 One rule for every setting: environment > ini (the Pyramid settings of ``[app:main]``) >
 default; see ``docs/settings.md`` for the table. The console reads ``ztq.redis_url``,
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ztq.console.settings import CONSOLE, TABLE
 from ztq.core import settings as ztq_settings
 from ztq.core.auth.logins import LoginPolicy
 from ztq.core.auth.passwords import is_valid_hash
@@ -218,13 +220,13 @@ def load(
     then name its lines, and its worker section must agree on the Redis URL and prefix.
     """
     file = Path(path) if path else None
-    ini = ztq_settings.app_values(settings, file)
+    ini = ztq_settings.app_values(settings, TABLE, file)
     if file is not None and file.is_file():
-        worker = ztq_settings.read_ini(file).worker
+        worker = ztq_settings.read_ini(file, TABLE).worker
         ini = ztq_settings.merge(
-            ini, {k: worker[k] for k in ztq_settings.CONNECTION if k in worker}
+            ini, {k: worker[k] for k in ztq_settings.CONNECTION if k in worker}, TABLE
         )
-    got = ztq_settings.resolve(ztq_settings.CONSOLE, environ=environ, ini=ini)
+    got = ztq_settings.resolve(TABLE, CONSOLE, environ=environ, ini=ini)
 
     def checked(name: str, check: Any) -> Any:
         resolved = got[name]

@@ -24,9 +24,12 @@ pytest_plugins = ["pytester"]  # tests/worker/test_testing_helpers.py runs a use
 def _no_ztq_settings_from_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests set the ZTQ_* variables they need; one exported in the developer's shell
     (ZTQ_PREFIX, ZTQ_LEASE, ...) must not change what they see."""
+    from ztq.console.settings import SETTINGS as CONSOLE
+    from ztq.core.alerts.settings import SETTINGS as ALERTS
     from ztq.core.settings import SETTINGS
+    from ztq.worker.config import SETTINGS as WORKER
 
-    for setting in SETTINGS:
+    for setting in (*SETTINGS, *ALERTS, *WORKER, *CONSOLE):
         monkeypatch.delenv(setting.env, raising=False)
     # an app a test forgot to connect fails on a closed port instead of writing to a Redis
     # the tests did not start (the machine's own on 6379)

@@ -128,14 +128,19 @@ def test_middleware_md_lists_every_hook() -> None:
 
 
 def test_settings_md_lists_every_setting_with_its_environment_variable() -> None:
-    from ztq.core.settings import SETTINGS
+    from ztq.console import settings as console_settings
+    from ztq.core import settings
+    from ztq.core.alerts import settings as alert_settings
+    from ztq.worker import config as worker_config
 
+    tables = (settings.SETTINGS, alert_settings.SETTINGS, worker_config.SETTINGS,
+              console_settings.SETTINGS)  # fmt: skip
     text = (DOCS / "settings.md").read_text("utf-8")
     rows = {
         m.group(1): m.group(2)
         for m in re.finditer(r"^\| `([a-z_.]+)` \|.*?`(ZTQ_[A-Z_]+)`", text, re.M)
     }
-    assert rows == {s.name: s.env for s in SETTINGS}
+    assert rows == {s.name: s.env for s in settings.by_name(*tables).values()}
 
 
 def test_results_md_example_runs_against_a_worker(redis_url: str, monkeypatch) -> None:

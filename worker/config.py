@@ -1,10 +1,11 @@
 """Worker configuration: one ini file (ZTQ's ``[server]`` + ``[queues]``) plus flags.
 
-Read in one place and passed down. Every setting is resolved by :mod:`ztq.core.settings`
-with the rule flag > environment (``ZTQ_REDIS_URL``, ``ZTQ_PREFIX``, ``ZTQ_LEASE``, ...) >
-ini > default. The ini may be the console's ``app.ini``: the worker then reads
-``[ztq:worker]`` / ``[ztq:queues]`` and the ``ztq.<name>`` keys of ``[app:main]``
-(``ztq.redis_url``, ``ztq.prefix``, ``ztq.lease``, ...); the two must not disagree.
+Read in one place and passed down. The worker's settings are declared here
+(:data:`SETTINGS`) and, with core's, resolved by :mod:`ztq.core.settings` with the rule
+flag > environment (``ZTQ_REDIS_URL``, ``ZTQ_PREFIX``, ``ZTQ_LEASE``, ...) > ini > default.
+The ini may be the console's ``app.ini``: the worker then reads ``[ztq:worker]`` /
+``[ztq:queues]`` and the ``ztq.<name>`` keys of ``[app:main]`` (``ztq.redis_url``,
+``ztq.prefix``, ``ztq.lease``, ...); the two must not disagree.
 
     [server]
     redis = redis://127.0.0.1:6379/0
@@ -29,16 +30,82 @@ import logging
 import os
 import re
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
 from ztq.core import settings
 from ztq.core.client.app import connection_flags, load_app
 from ztq.core.engine.keys import MAX_SHARDS, check_queue, check_shards
 from ztq.core.errors import ConfigError, InvalidName
-from ztq.core.settings import NAME
+from ztq.core.settings import (
+    NAME,
+    Setting,
+    app_spec,
+    boolean,
+    host_port,
+    module_list,
+    number,
+    worker_name,
+)
 
 log = logging.getLogger(__name__)
+
+MAX_THREADS_ALL = 100_000  # bound of autoscale_threads_max (a worker's threads in all)
+
+
+def _worker(name: str, parse: Callable[[Any], Any], default: Any, doc: str) -> Setting:
+    return Setting(name, parse, default, doc, worker_keys=(name,))
+
+
+# the worker's own settings; with core's (redis_url, prefix, log_*) they make TABLE
+SETTINGS: tuple[Setting, ...] = (
+    Setting("app", app_spec, "", "the ztq.core.App (module:attribute) the worker serves; "
+            "its own redis_url and prefix count as flags; default: the default app",
+            worker_keys=("app",)),
+    Setting("name", worker_name, "", "worker name shown in the console (default host.pid)",
+            env="ZTQ_WORKER_NAME", app_key=None, worker_keys=("name", "alias")),
+    Setting("modules", module_list, (), "modules with tasks the worker imports",
+            app_key=None, worker_keys=("modules",)),
+    Setting("active_config", boolean, True, "may the console change the worker's threads",
+            app_key=None, worker_keys=("active_config",)),
+    Setting("health", host_port, "", "serve /livez and /readyz on PORT or HOST:PORT (flag "
+            "--health-port; HOST defaults to 0.0.0.0); empty: no health endpoints",
+            app_key=None, worker_keys=("health",)),
+    _worker("lease", number(0, above=True), 15.0,
+            "seconds a fetched task is held without a heartbeat renewing it"),
+    _worker("heartbeat", number(0, above=True), 3.0,
+            "seconds between heartbeats (lease renewals, reaper, commands)"),
+    _worker("max_lost", number(1, 1000, whole=True), 3,
+            "a task that lost its worker this often goes to errors (poison pill)"),
+    _worker("prefetch", number(1, 10_000, whole=True), 32,
+            "most tasks one executor leases in one call"),
+    _worker("result_ttl", number(0), 3600.0,
+            "seconds a finished record and its result are kept; 0 = dropped at once"),
+    _worker("history_maxlen", number(1, whole=True), 10_000,
+            "cap of each queue's history stream"),
+    _worker("grace", number(0, above=True), 30.0,
+            "seconds running tasks get to finish on SIGTERM"),
+    _worker("idle_wait", number(0, above=True), 5.0,
+            "longest block of an idle executor on the wake lists"),
+    _worker("retry_backoff", number(0, above=True), 1.0,
+            "seconds before the first retry; doubles per attempt"),
+    _worker("lost_after", number(0, above=True), 30.0,
+            "read and checked, not used by the worker yet (see console.lost_after)"),
+    _worker("broadcast_catch_up", number(0), 0.0,
+            "seconds: at start, run the broadcasts sent that long before (0: the app's "
+            "broadcast_catch_up, by default none); docs/channels.md"),
+    _worker("autoscale_cpu_max", number(0, 100), 85.0,
+            "host CPU % from which the autoscaler adds no thread (docs/autoscaling.md)"),
+    _worker("autoscale_memory_max", number(0, 100), 90.0,
+            "host memory % from which the autoscaler adds no thread and lets one go a beat"),
+    _worker("autoscale_threads_max", number(0, MAX_THREADS_ALL, whole=True), 0,
+            "most threads the autoscaled queues run together; 0: each queue's maximum only"),
+    _worker("autoscale_idle_beats", number(1, 1000, whole=True), 3,
+            "heartbeats an autoscaled queue's threads stay unneeded before some are let go"),
+)  # fmt: skip
+TABLE = settings.by_name(settings.SETTINGS, SETTINGS)
+WORKER = (*settings.CONNECTION, *(s.name for s in SETTINGS))  # what load_config resolves
 
 
 @dataclass(frozen=True)
@@ -312,18 +379,18 @@ def load_config(path: str | os.PathLike[str] | None = None, **overrides: object)
     if unknown:
         raise TypeError(f"load_config() got unknown settings: {', '.join(unknown)}")
     given = {k: v for k, v in overrides.items() if v is not None and v != () and v != []}
-    ini = settings.read_ini(path) if path is not None else None
+    ini = settings.read_ini(path, TABLE) if path is not None else None
     ours = {*settings.WORKER_SECTIONS, *settings.QUEUE_SECTIONS, settings.APP_SECTION}
     if ini is not None and not ini.sections & ours:
         raise ConfigError(f"{ini.path}: no [server] or [queues] section")
-    flags = {name: given.get(FIELD.get(name, name)) for name in settings.WORKER}
-    got = settings.resolve(settings.WORKER, flags=flags, ini=ini.values if ini else None)
+    flags = {name: given.get(FIELD.get(name, name)) for name in WORKER}
+    got = settings.resolve(TABLE, WORKER, flags=flags, ini=ini.values if ini else None)
     if got["app"].value:  # an app's own Redis URL and prefix are flags (docs/settings.md)
         app = load_app(got["app"].value)
         url, prefix = connection_flags(app, flags["redis_url"], flags["prefix"])
         if (url, prefix) != (flags["redis_url"], flags["prefix"]):
             flags |= {"redis_url": url, "prefix": prefix}
-            got = settings.resolve(settings.WORKER, flags=flags, ini=ini.values if ini else None)
+            got = settings.resolve(TABLE, WORKER, flags=flags, ini=ini.values if ini else None)
     values: dict[str, object] = {FIELD.get(n, n): r.value for n, r in got.items()}
     threads: list[ThreadSpec] = []
     scaled: list[ScaleSpec] = []

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ztq.core.client.app import App, connection_flags, default_app, load_app
-from ztq.core.settings import app_values, resolve
+from ztq.core.settings import SETTINGS, app_values, resolve
 
 
 def includeme(config: Any) -> None:
@@ -24,9 +24,12 @@ def includeme(config: Any) -> None:
     app: App = load_app(spec) if spec else default_app()
     url, prefix = connection_flags(app, None, None)
     got = resolve(
+        SETTINGS,
         ("redis_url", "prefix"),
         flags={"redis_url": url, "prefix": prefix},
-        ini=app_values({k: v for k, v in settings.items() if k in ("ztq.redis_url", "ztq.prefix")}),
+        ini=app_values(
+            {k: v for k, v in settings.items() if k in ("ztq.redis_url", "ztq.prefix")}, SETTINGS
+        ),
     )
     app.connect(got["redis_url"].value, prefix=got["prefix"].value)
     # pyramid_tm may be included before or after us: decide once the configuration is done

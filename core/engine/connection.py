@@ -9,10 +9,8 @@ URL and prefix :mod:`ztq.core.settings` resolves: arguments, then ``ZTQ_REDIS_UR
 from __future__ import annotations
 
 import contextlib
-import re
 import threading
-from typing import Any, NamedTuple
-from urllib.parse import parse_qsl, unquote, urlsplit
+from typing import Any
 
 import redis
 from redis.backoff import ExponentialBackoff, NoBackoff
@@ -22,75 +20,19 @@ from redis.retry import Retry
 from redis.sentinel import Sentinel
 
 from ztq.core import settings
-from ztq.core.engine.storage import Storage, safe_url
+from ztq.core.engine.storage import Storage
 from ztq.core.errors import ConfigError
 
+# the Sentinel URL form moved down into the settings (redis_url checks it); callers still
+# import it from here
+from ztq.core.settings.redis_urls import (  # noqa: F401
+    SENTINEL_FORM,
+    SENTINEL_SCHEME,
+    SentinelURL,
+    parse_sentinel_url,
+)
+
 SOCKET_TIMEOUT = 10.0
-SENTINEL_SCHEME = "redis+sentinel://"
-SENTINEL_PORT = 26379
-SENTINEL_FORM = "redis+sentinel://[:password@]host:port[,host:port...]/service_name[/db]"
-_SENTINEL_QUERY = ("sentinel_username", "sentinel_password")
-_HOST = re.compile(r"^(?:\[(?P<ip6>[0-9A-Fa-f:.]+)\]|(?P<host>[^\s:\[\]/@]+))(?::(?P<port>.*))?$")
-
-
-class SentinelURL(NamedTuple):
-    """A parsed ``redis+sentinel://`` URL: where the sentinels are and what to ask them."""
-
-    sentinels: tuple[tuple[str, int], ...]
-    service: str
-    db: int
-    username: str | None  # the master's (AUTH on the data nodes)
-    password: str | None
-    sentinel_username: str | None  # the sentinels', when they require AUTH
-    sentinel_password: str | None
-
-
-def parse_sentinel_url(url: str) -> SentinelURL:
-    """Parse :data:`SENTINEL_FORM` (a sentinel's port defaults to 26379); a
-    :class:`ConfigError` names what is wrong, never the passwords."""
-
-    def bad(why: str) -> ConfigError:
-        return ConfigError(
-            f"Redis Sentinel URL {safe_url(url)!r} {why}; the form is {SENTINEL_FORM}"
-        )
-
-    if not url.startswith(SENTINEL_SCHEME):
-        raise bad("does not start with redis+sentinel://")
-    parts = urlsplit(url)
-    if parts.fragment:
-        raise bad("has a #fragment")
-    userinfo, _, hostlist = parts.netloc.rpartition("@")
-    user, _, password = userinfo.partition(":")
-    sentinels = []
-    for item in hostlist.split(","):
-        match = _HOST.match(item.strip())
-        if not match:
-            raise bad(f"has a bad sentinel address {item.strip()!r}: not host:port")
-        port_text = match["port"]
-        if port_text is not None and not (port_text.isdigit() and 0 < int(port_text) < 65536):
-            raise bad(f"has a bad port {port_text!r} for sentinel {item.strip()!r}: not 1-65535")
-        sentinels.append((match["ip6"] or match["host"], int(port_text or SENTINEL_PORT)))
-    path = [unquote(p) for p in parts.path.split("/")[1:]]
-    if path and path[-1] == "":
-        path.pop()  # a trailing slash
-    if not path or not path[0]:
-        raise bad("has no service name (the name the sentinels monitor the master under)")
-    if len(path) > 2 or (len(path) == 2 and not path[1].isdigit()):
-        raise bad(f"has a bad database {'/'.join(path[1:])!r}: not a number")
-    query: dict[str, str] = {}
-    for key, value in parse_qsl(parts.query, keep_blank_values=True):
-        if key not in _SENTINEL_QUERY:
-            raise bad(f"has an unknown parameter {key!r} (known: {', '.join(_SENTINEL_QUERY)})")
-        query[key] = value
-    return SentinelURL(
-        sentinels=tuple(sentinels),
-        service=path[0],
-        db=int(path[1]) if len(path) == 2 else 0,
-        username=unquote(user) or None,
-        password=unquote(password) or None,
-        sentinel_username=query.get("sentinel_username") or None,
-        sentinel_password=query.get("sentinel_password") or None,
-    )
 
 
 def sentinel_options(

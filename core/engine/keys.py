@@ -11,10 +11,10 @@ import re
 import zlib
 
 from ztq.core.errors import InvalidName
+from ztq.core.settings.parsers import PREFIX_NAME  # the prefix setting's rule
 from ztq.core.states import PRIORITIES, Priority
 
 QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
-PREFIX_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,32}$")
 
 
 def check_queue(name: str) -> str:

@@ -9,11 +9,9 @@ what happens when it cannot is decided here once, and nowhere else.
 from __future__ import annotations
 
 import contextlib
-import re
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import redis
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -24,21 +22,7 @@ from ztq.core.engine.keys import Keys
 from ztq.core.engine.scripts import HELD, SCRIPTS, Op
 from ztq.core.engine.waits import MultiWait
 from ztq.core.errors import ConnectionFailed
-
-_PASSWORD_PARAM = re.compile(r"((?:^|[&;])(?:sentinel_)?password=)[^&;]*")
-
-
-def safe_url(url: str) -> str:
-    """The URL with its passwords masked, for messages and logs: the one before ``@`` and
-    the ``password`` / ``sentinel_password`` parameters. Works on the host list of a
-    ``redis+sentinel://`` URL (``h1:26379,h2:26379``), whose port ``urlsplit`` cannot read."""
-    parts = urlsplit(url)
-    userinfo, at, hosts = parts.netloc.rpartition("@")
-    if at and ":" in userinfo:
-        parts = parts._replace(netloc=f"{userinfo.partition(':')[0]}:***@{hosts}")
-    if "password=" in parts.query:
-        parts = parts._replace(query=_PASSWORD_PARAM.sub(r"\1***", parts.query))
-    return urlunsplit(parts)
+from ztq.core.settings.redis_urls import safe_url
 
 
 class Transport:

@@ -7,12 +7,20 @@ from pathlib import Path
 
 import pytest
 
+from ztq.console import settings as console_settings
 from ztq.console.config import load
 from ztq.core import settings
+from ztq.core.alerts import settings as alert_settings
 from ztq.core.auth.passwords import hash_password
 from ztq.core.errors import ConfigError
 from ztq.core.settings import IniValue, read_ini, resolve
+from ztq.worker import config as worker_config
 from ztq.worker.config import FIELD, WorkerConfig, load_config
+
+# every table: core's, the alerts', the worker's and the console's
+ALL = settings.by_name(
+    settings.SETTINGS, alert_settings.SETTINGS, worker_config.SETTINGS, console_settings.SETTINGS
+)
 
 SECRET = "test-secret-0123456789-abcdefghij"
 
@@ -24,7 +32,7 @@ def user_lines() -> str:
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for s in settings.SETTINGS:
+    for s in ALL.values():
         monkeypatch.delenv(s.env, raising=False)
 
 
@@ -46,12 +54,12 @@ def ini(path: Path, text: str) -> Path:
 def test_flag_beats_env_beats_ini_beats_default(
     name: str, flag: object, env: str, file: str, default: object
 ) -> None:
-    s = settings.BY_NAME[name]
+    s = ALL[name]
     layer = {name: IniValue(file, "app.ini:3", s.app_key or name)}
     environ = {s.env: env}
 
     def got(**kw: object) -> settings.Resolved:
-        return resolve([name], **kw)[name]  # type: ignore[arg-type]
+        return resolve(ALL, [name], **kw)[name]  # type: ignore[arg-type]
 
     assert got(flags={name: flag}, environ=environ, ini=layer).value == flag
     assert (
@@ -66,8 +74,8 @@ def test_flag_beats_env_beats_ini_beats_default(
 
 def test_empty_environment_variable_and_empty_ini_value_count_as_unset(tmp_path: Path) -> None:
     path = ini(tmp_path / "app.ini", "[app:main]\nztq.lease =\nztq.prefix = filep\n")
-    values = read_ini(path).values
-    got = resolve(["lease", "prefix"], environ={"ZTQ_LEASE": "", "ZTQ_PREFIX": ""}, ini=values)
+    values = read_ini(path, ALL).values
+    got = resolve(ALL, ["lease", "prefix"], environ={"ZTQ_LEASE": "", "ZTQ_PREFIX": ""}, ini=values)
     assert got["lease"].source == "default" and got["prefix"].value == "filep"
 
 
@@ -188,21 +196,43 @@ def test_a_secret_is_never_echoed(user_lines: str) -> None:
 
 def test_worker_config_defaults_match_the_table() -> None:
     defaults = {f.name: f.default for f in dataclasses.fields(WorkerConfig)}
-    for name in settings.WORKER:
-        assert defaults[FIELD.get(name, name)] == settings.BY_NAME[name].default, name
+    for name in worker_config.WORKER:
+        assert defaults[FIELD.get(name, name)] == ALL[name].default, name
     assert load_config(None) == WorkerConfig(
         threads=load_config(None).threads
     )  # no file, no environment: the defaults
 
 
 def test_the_table_is_consistent() -> None:
-    envs = [s.env for s in settings.SETTINGS]
+    envs = [s.env for s in ALL.values()]
     assert len(set(envs)) == len(envs) and all(e.startswith("ZTQ_") for e in envs)
-    for s in settings.SETTINGS:
+    for s in ALL.values():
         if s.name not in ("name", "app", "console.secret", "console.users"):  # empty: none
             assert s.parse(s.default) == s.default, s.name
-    assert settings.BY_NAME["console.secret"].env == "ZTQ_CONSOLE_SECRET"
-    assert settings.BY_NAME["redis_url"].app_key == "ztq.redis_url"
+    assert ALL["console.secret"].env == "ZTQ_CONSOLE_SECRET"
+    assert ALL["redis_url"].app_key == "ztq.redis_url"
+
+
+def test_core_knows_the_ini_keys_of_the_other_tables() -> None:
+    """A reader tells another component's key from a typo by core's list of them: it must be
+    exactly the keys of the tables declared above ztq.core.settings."""
+    others = [s for s in ALL.values() if s.name not in settings.BY_NAME]
+    assert {s.app_key for s in others if s.app_key} == settings.table.ELSEWHERE_APP_KEYS
+    assert {k for s in others for k in s.worker_keys} == settings.table.ELSEWHERE_WORKER_KEYS
+
+
+def test_a_reader_leaves_the_other_components_keys_to_them(tmp_path: Path) -> None:
+    path = ini(
+        tmp_path / "app.ini",
+        "[app:main]\nztq.prefix = shop\nztq.console.page_size = 20\nztq.lease = 25\n\n"
+        "[ztq:worker]\nlease = 25\nname = w1\n",
+    )
+    got = read_ini(path, settings.SETTINGS)  # core's table alone: the connection
+    assert set(got.values) == {"prefix"} and got.worker == {}
+    assert set(read_ini(path, ALL).values) == {"prefix", "console.page_size", "lease", "name"}
+    ini(path, "[app:main]\nztq.console.page_sise = 20\n")
+    with pytest.raises(ConfigError, match="unknown setting 'ztq.console.page_sise'"):
+        read_ini(path, settings.SETTINGS)
 
 
 def test_default_section_keys_are_not_worker_options(tmp_path: Path) -> None:

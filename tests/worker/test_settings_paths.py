@@ -19,9 +19,12 @@ from pyramid.paster import get_appsettings
 import ztq.core as ztq
 from tests import sample_tasks as t
 from tests.worker.conftest import stop_process, wait_for
+from ztq.console import settings as console_settings
 from ztq.console.config import load
 from ztq.core import settings
+from ztq.core.alerts import settings as alert_settings
 from ztq.core.auth.passwords import hash_password
+from ztq.worker import config as worker_config
 from ztq.worker.cli.commands import main
 from ztq.worker.config import load_config
 
@@ -32,7 +35,9 @@ APP_INI = ROOT / "app.ini"
 @pytest.fixture
 def custom_env(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
     """ZTQ_PREFIX=custom and ZTQ_REDIS_URL=<the private redis>; no other ZTQ_ variable."""
-    for s in settings.SETTINGS:
+    tables = (settings.SETTINGS, alert_settings.SETTINGS, worker_config.SETTINGS,
+              console_settings.SETTINGS)  # fmt: skip
+    for s in settings.by_name(*tables).values():
         monkeypatch.delenv(s.env, raising=False)
     monkeypatch.setenv("ZTQ_PREFIX", "custom")
     monkeypatch.setenv("ZTQ_REDIS_URL", redis_url)

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ztq.core import settings
+from ztq.core.alerts import settings as alert_settings
 from ztq.core.alerts.alerter import Alert, Alerter, AlertSettings, Round, resolve_settings
 from ztq.core.engine.storage import Storage
 from ztq.core.errors import ZtqError
@@ -26,7 +27,7 @@ from ztq.core.errors import ZtqError
 
 def load(args: argparse.Namespace) -> AlertSettings:
     """``--rule``/``--webhook``/``--every`` > environment > ``-c FILE`` > default."""
-    ini = settings.read_ini(args.config).values if args.config else None
+    ini = settings.read_ini(args.config, alert_settings.TABLE).values if args.config else None
     flags = {"alerts.rules": args.rule or None, "alerts.webhook": args.webhook,
              "alerts.every": args.every}  # fmt: skip
     cfg = resolve_settings(flags, ini=ini)

@@ -266,9 +266,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         path = getattr(args, "config", None)  # the command's file: its log settings too
         got = settings.resolve(
+            settings.SETTINGS,
             settings.LOGGING,
             flags={"log_level": args.log_level, "log_format": args.log_format},
-            ini=settings.read_ini(path).values if path else None,
+            ini=settings.read_ini(path, settings.SETTINGS).values if path else None,
         )
         logs.configure(got["log_level"].value, got["log_format"].value)
         return int(COMMANDS[args.command](args) or 0)
