@@ -29,11 +29,11 @@ from ztq.core.alerts.alerter import firing_count
 from ztq.core.auth.logins import login_stats
 from ztq.core.auth.sessions import count_sessions
 from ztq.core.auth.tokens import count_tokens
-from ztq.core.engine.workers import SHOWN, fleet, list_workers
 from ztq.core.monitor import overview as models
 from ztq.core.monitor import queues as monitor
 from ztq.core.monitor import streams, timings
 from ztq.core.monitor.filters import fields_matcher
+from ztq.core.monitor.workers import SHOWN, fleet, list_workers
 
 
 def _page(page: monitor.Page, items: list[Any]) -> dict[str, Any]:

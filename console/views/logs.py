@@ -19,12 +19,13 @@ from ztq.console.web import (
 )
 from ztq.core.client.calls import TaskCall
 from ztq.core.engine.storage import EnqueueEntry
-from ztq.core.engine.workers import set_cron_enabled, worker_ips
+from ztq.core.engine.workers import set_cron_enabled
 from ztq.core.errors import ZtqError
 from ztq.core.monitor import overview as models
 from ztq.core.monitor import queues as monitor
 from ztq.core.monitor import streams
 from ztq.core.monitor.filters import fields_matcher, task_matcher
+from ztq.core.monitor.workers import worker_ips
 
 STATUSES = ("done", "failed", "retry")
 KINDS = ("start", "stop", "reboot", "lost", "config", "command", "forget", "autoscale")

@@ -19,12 +19,12 @@ from ztq.console.web import (
 )
 from ztq.core.engine.keys import split_shard
 from ztq.core.engine.queue_limits import WHEN_FULL
-from ztq.core.engine.workers import serving
 from ztq.core.errors import InvalidOption
 from ztq.core.monitor import overview as overview_
 from ztq.core.monitor import queues as monitor
 from ztq.core.monitor import timings
 from ztq.core.monitor.fmt import timechart
+from ztq.core.monitor.workers import serving
 
 
 def overview(

@@ -19,7 +19,6 @@ from ztq.console.web import (
 )
 from ztq.core.engine.workers import (
     COMMANDS,
-    SHOWN,
     autoscale_of,
     forget_worker,
     get_worker,
@@ -29,6 +28,7 @@ from ztq.core.monitor import overview as models
 from ztq.core.monitor import queues as monitor
 from ztq.core.monitor import streams
 from ztq.core.monitor.filters import fields_matcher
+from ztq.core.monitor.workers import SHOWN
 
 
 def _lost_after(request: Any) -> float:
@@ -38,7 +38,7 @@ def _lost_after(request: Any) -> float:
 @view_config(route_name="workers", request_method="GET", renderer="workers.jinja2")
 def workers_page(request: Any) -> dict[str, Any]:
     """One page of workers in name order, all or those of one status; the counts come from
-    the workers' summaries (see ``ztq.core.engine.workers.fleet``), so neither reads every
+    the workers' summaries (see ``ztq.core.monitor.workers.fleet``), so neither reads every
     heartbeat."""
     lost_after = _lost_after(request)
     status = choice_param(request, "status", SHOWN)

@@ -31,12 +31,13 @@ from pathlib import Path
 from typing import Any
 
 from ztq.core import settings as ztq_settings
+from ztq.core.alerts import settings as alert_settings
 from ztq.core.alerts import webhook as alert_webhook
 from ztq.core.alerts.rules import Hit, Rule, Snapshot, evaluate, window_minutes
 from ztq.core.engine.keys import QUEUE_NAME, split_shard
 from ztq.core.engine.storage import Storage
-from ztq.core.engine.workers import list_workers
 from ztq.core.monitor import queues as monitor
+from ztq.core.monitor.workers import list_workers
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +69,8 @@ def resolve_settings(
     environ: Mapping[str, str] | None = None,
     ini: Mapping[str, ztq_settings.IniValue] | None = None,
 ) -> AlertSettings:
-    names = (*ztq_settings.ALERTS, "console.lost_after")
-    got = ztq_settings.resolve(names, flags=flags, environ=environ, ini=ini)
+    names = (*alert_settings.ALERTS, "console.lost_after")
+    got = ztq_settings.resolve(alert_settings.TABLE, names, flags=flags, environ=environ, ini=ini)
     return AlertSettings(
         rules=got["alerts.rules"].value,
         webhook=got["alerts.webhook"].value,
@@ -87,7 +88,7 @@ def from_app_settings(
     environ: Mapping[str, str] | None = None,
 ) -> AlertSettings:
     """The console's alert settings, from its Pyramid settings (``[app:main]``)."""
-    ini = ztq_settings.app_values(settings, Path(path) if path else None)
+    ini = ztq_settings.app_values(settings, alert_settings.TABLE, Path(path) if path else None)
     return resolve_settings(environ=environ, ini=ini)
 
 

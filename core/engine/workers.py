@@ -1,7 +1,9 @@
 """Worker presence, commands and the worker event log, as stored in Redis.
 
 Workers write heartbeats and read commands here; the console reads heartbeats and writes
-commands here. Neither side knows the other's code: this module is the contract.
+commands here. Neither side knows the other's code: this module is the contract. What the
+console builds on it to show a fleet (counts, pages, who serves a queue) is in
+``ztq.core.monitor.workers``.
 """
 
 from __future__ import annotations
@@ -25,8 +27,6 @@ COMMAND_TTL_MS = 3_600_000
 # band * BAND + the last report (ms): a status's workers, and its lost ones, are one range
 STATUSES = ("other", "running", "paused", "stopping", "stopped")
 BAND = 10**13
-LOST_READ = 10_000  # most lost workers whose summaries one count reads
-SHOWN = ("running", "paused", "stopping", "stopped", "lost", "other")  # what pages filter by
 
 
 @dataclass
@@ -131,29 +131,14 @@ def forget_worker(storage: Storage, worker_id: str) -> bool:
     return bool(storage.call("forget", keys, [worker_id]))
 
 
-def _decode(beat: str | None) -> dict[str, Any]:
+def decode_heartbeat(beat: str | None) -> dict[str, Any]:
+    """A heartbeat's fields; one that is not a JSON object (anyone sharing the Redis may
+    have written it) reads as the status ``unreadable heartbeat``, never as an error."""
     try:
         data = json.loads(beat or "")
     except ValueError:
         return {"status": "unreadable heartbeat"}
     return data if isinstance(data, dict) else {"status": "unreadable heartbeat"}
-
-
-def list_workers(storage: Storage, lost_after: float = DEFAULT_LOST_AFTER) -> list[WorkerInfo]:
-    """Every known worker, by id, from every heartbeat: for a few workers (the ``ztq``
-    commands); the console counts with :func:`fleet` and pages with :func:`page_workers`."""
-    k = storage.keys
-    with storage.guard():
-        pipe = storage.client.pipeline(transaction=False)
-        pipe.hgetall(k.workers)
-        pipe.zrange(k.seen, 0, -1, withscores=True)
-        beats, seen = pipe.execute()
-    reported = {wid: score / 1000.0 for wid, score in seen}
-    now = time.time()
-    return [
-        WorkerInfo(wid, _decode(beats[wid]), reported.get(wid, 0.0), lost_after, now)
-        for wid in sorted(beats)
-    ]
 
 
 def get_worker(
@@ -177,256 +162,10 @@ def read_workers(
         beats, scores = pipe.execute()
     now = now or time.time()
     return [
-        WorkerInfo(wid, _decode(beat), (score or 0) / 1000.0, lost_after, now)
+        WorkerInfo(wid, decode_heartbeat(beat), (score or 0) / 1000.0, lost_after, now)
         for wid, beat, score in zip(ids, beats, scores, strict=True)
         if beat is not None
     ]
-
-
-def count_key(status: str) -> str:
-    """Where :class:`Fleet` counts a worker of this :attr:`WorkerInfo.status`."""
-    return status if status in STATUSES[1:] or status == "lost" else "other"
-
-
-@dataclass
-class Fleet:
-    """Workers by status (``lost``: silent for ``lost_after`` seconds and not stopped) and
-    what the live ones (neither lost nor stopped) have: threads per queue, busy threads."""
-
-    counts: dict[str, int]  # only the statuses some worker has
-    threads: dict[str, int]
-    busy: int
-
-    @property
-    def total(self) -> int:
-        return sum(self.counts.values())
-
-
-class _Unsummarized:
-    """Workers whose heartbeat an older ztq wrote: no summary, so their heartbeats are read
-    (only while ``seen`` and ``workers:names`` disagree: during an upgrade, or until the
-    retention forgets what an older worker left)."""
-
-    def __init__(self, storage: Storage, lost_after: float, now: float) -> None:
-        self.storage, self.lost_after, self.now = storage, lost_after, now
-        k = storage.keys
-        with storage.guard():
-            pipe = storage.client.pipeline(transaction=False)
-            pipe.zrange(k.seen, 0, -1, withscores=True)
-            pipe.zrange(k.worker_names, 0, -1)
-            seen, named = pipe.execute()
-            known = set(named)
-            old = [(wid, score) for wid, score in seen if wid not in known]
-            beats = storage.client.hmget(k.workers, [wid for wid, _ in old]) if old else []
-        self.ids = sorted(wid for wid, _ in seen)  # every worker, in name order
-        # a name that is not UTF-8 comes back with U+FFFD and finds no heartbeat: shown as
-        # unreadable, as list_workers shows it
-        self.infos = {
-            wid: WorkerInfo(wid, _decode(beat), score / 1000.0, lost_after, now)
-            for (wid, score), beat in zip(old, beats, strict=True)
-        }
-
-    def rows(self, ids: list[str]) -> list[WorkerInfo]:
-        """These workers, the ones without a summary as read already."""
-        rest = [wid for wid in ids if wid not in self.infos]
-        found = {w.id: w for w in read_workers(self.storage, rest, self.lost_after, self.now)}
-        found.update(self.infos)
-        return [found[wid] for wid in ids if wid in found]
-
-
-def fleet(storage: Storage, lost_after: float = DEFAULT_LOST_AFTER, now: float = 0.0) -> Fleet:
-    """Count the workers from their summaries, never their heartbeats: a range count per
-    status in ``workers:state``, the ``workers:totals`` hash, and the summaries of the lost
-    workers, whose threads do not count (2 round trips)."""
-    now = now or time.time()
-    cut = (now - lost_after) * 1000
-    k = storage.keys
-    with storage.guard():
-        pipe = storage.client.pipeline(transaction=False)
-        for band in range(len(STATUSES) - 1):
-            lo, split = band * BAND, band * BAND + cut
-            pipe.zcount(k.worker_states, lo, f"({split}")
-            pipe.zrangebyscore(k.worker_states, lo, f"({split}", start=0, num=LOST_READ)
-            pipe.zcount(k.worker_states, split, f"({lo + BAND}")
-        pipe.zcount(k.worker_states, BAND * 4, f"({BAND * 5}")
-        pipe.hgetall(k.worker_totals)
-        pipe.zcard(k.seen)
-        pipe.zcard(k.worker_names)
-        *bands, stopped, totals, n_seen, n_named = pipe.execute()
-        lost_ids = [wid for i in range(1, len(bands), 3) for wid in bands[i]]
-        lost = storage.client.hmget(k.worker_summaries, lost_ids) if lost_ids else []
-    counts = {"lost": sum(bands[0::3]), "stopped": stopped}
-    for band, live in enumerate(bands[2::3]):
-        counts[STATUSES[band]] = live
-    threads = {f[2:]: int(n) for f, n in totals.items() if f.startswith("t:")}
-    busy = int(totals.get("busy", 0))
-    for summary in lost:
-        _, gone_busy, gone_threads = parse_summary(summary)
-        busy -= gone_busy
-        for q, n in gone_threads.items():
-            threads[q] = threads.get(q, 0) - n
-    if n_seen != n_named:
-        for info in _Unsummarized(storage, lost_after, now).infos.values():
-            status = count_key(info.status)
-            counts[status] += 1
-            if status not in ("lost", "stopped"):
-                _, more_busy, more = parse_summary(summarize(info.data))
-                busy += more_busy
-                for q, n in more.items():
-                    threads[q] = threads.get(q, 0) + n
-    return Fleet(
-        {s: n for s, n in counts.items() if n > 0},
-        {q: n for q, n in sorted(threads.items()) if n > 0},
-        max(0, busy),
-    )
-
-
-SERVING_READ = 25  # live workers of each status whose summaries `serving` reads
-
-
-@dataclass
-class Serving:
-    """Live workers serving each queue: ``workers[queue]`` is ``[(worker id, threads)]`` in
-    name order, of the workers read; ``partial`` when some live workers were not read."""
-
-    workers: dict[str, list[tuple[str, int]]]
-    partial: bool = False
-
-
-def serving(
-    storage: Storage,
-    lost_after: float = DEFAULT_LOST_AFTER,
-    now: float = 0.0,
-    per_status: int = SERVING_READ,
-) -> Serving:
-    """Which live workers (neither lost nor stopped) serve each queue, from the summaries of
-    the ``per_status`` workers of each status that reported last (2 round trips, the same
-    bytes however many workers there are: no index names the workers of a queue, so a
-    bigger fleet is named in part; :class:`Fleet` has every queue's thread count to say how
-    many threads were not named). Workers an older ztq left without a summary are read as
-    :func:`fleet` reads them."""
-    now = now or time.time()
-    cut = (now - lost_after) * 1000
-    k = storage.keys
-    with storage.guard():
-        pipe = storage.client.pipeline(transaction=False)
-        for band in range(len(STATUSES) - 1):  # the live ones of every status but stopped
-            top, live = f"({(band + 1) * BAND}", band * BAND + cut
-            pipe.zrevrangebyscore(k.worker_states, top, live, start=0, num=per_status)
-        pipe.zcard(k.seen)
-        pipe.zcard(k.worker_names)
-        *bands, n_seen, n_named = pipe.execute()
-        ids = sorted({wid for band in bands for wid in band})
-        summaries = storage.client.hmget(k.worker_summaries, ids) if ids else []
-    out: dict[str, list[tuple[str, int]]] = {}
-    for wid, summary in zip(ids, summaries, strict=True):
-        for queue, n in parse_summary(summary)[2].items():
-            out.setdefault(queue, []).append((wid, n))
-    if n_seen != n_named:
-        for info in _Unsummarized(storage, lost_after, now).infos.values():
-            if count_key(info.status) not in ("lost", "stopped"):
-                for queue, n in parse_summary(summarize(info.data))[2].items():
-                    out.setdefault(queue, []).append((info.id, n))
-    for rows in out.values():
-        rows.sort()
-    return Serving(out, partial=any(len(band) >= per_status for band in bands))
-
-
-def worker_ips(storage: Storage, ids: list[str]) -> dict[str, str]:
-    """The IP each of these workers reported in its heartbeat (one round trip); workers
-    forgotten already are left out."""
-    wanted = sorted(set(ids))[:1000]
-    return {w.id: str(w.get("ip") or "") for w in read_workers(storage, wanted) if w.get("ip")}
-
-
-@dataclass
-class WorkerPage:
-    workers: list[WorkerInfo]
-    next: int | None = None  # where the next page starts (a rank in name order)
-    scanned: int = 0
-    partial: bool = False  # the scan budget ran out before the page filled
-    total: int = 0  # workers known
-
-
-SCAN_CHUNK = 500
-
-
-def page_workers(
-    storage: Storage,
-    lost_after: float = DEFAULT_LOST_AFTER,
-    *,
-    status: str = "",
-    start: int = 0,
-    limit: int = 50,
-    budget: int = 2000,
-    now: float = 0.0,
-) -> WorkerPage:
-    """``limit`` workers in name order from rank ``start``; with ``status`` (as
-    :func:`count_key` names it) only those, looking at ``budget`` workers at most by their
-    ``workers:state`` scores. Reads the heartbeats of the page only."""
-    now = now or time.time()
-    k, client = storage.keys, storage.client
-    with storage.guard():
-        pipe = client.pipeline(transaction=False)
-        pipe.zcard(k.seen)
-        pipe.zcard(k.worker_names)
-        n_seen, n_named = pipe.execute()
-    old = _Unsummarized(storage, lost_after, now) if n_seen != n_named else None
-    total = len(old.ids) if old else n_named
-
-    def rows(ids: list[str]) -> list[WorkerInfo]:
-        return old.rows(ids) if old else read_workers(storage, ids, lost_after, now)
-
-    def window(rank: int, n: int) -> list[str]:
-        if old:
-            return old.ids[rank : rank + n]
-        with storage.guard():
-            return list(client.zrange(k.worker_names, rank, rank + n - 1))
-
-    if not status:
-        ids = window(start, limit)
-        more = start + len(ids) < total
-        return WorkerPage(
-            rows(ids),
-            start + len(ids) if more else None,
-            len(ids),
-            total=total,
-        )
-    cut = (now - lost_after) * 1000
-    found: list[str] = []
-    rank, size = start, max(2 * limit, 100)
-    while len(found) < limit and rank - start < budget:
-        want = min(size, budget - (rank - start))
-        size = min(2 * size, SCAN_CHUNK)
-        chunk = window(rank, want)
-        if not chunk:
-            break
-        with storage.guard():
-            scores = client.zmscore(k.worker_states, chunk)
-        for wid, score in zip(chunk, scores, strict=True):
-            rank += 1
-            if score is not None:
-                band, reported = divmod(int(score), BAND)
-                lost = band < 4 and reported < cut
-                shown = "lost" if lost else STATUSES[min(band, 4)]
-            elif old and wid in old.infos:
-                shown = count_key(old.infos[wid].status)
-            else:
-                continue
-            if shown == status:
-                found.append(wid)
-                if len(found) == limit:
-                    break
-        if len(chunk) < want:
-            break
-    more = rank < total
-    return WorkerPage(
-        rows(found),
-        rank if more else None,
-        rank - start,
-        partial=more and len(found) < limit,
-        total=total,
-    )
 
 
 def send_command(storage: Storage, worker_id: str, command: str, **args: Any) -> bool:

@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ztq.core.monitor import groups
+from ztq.core.monitor.timings import merged
 
 ELLIPSIS = "…"
 MAX_MS = 253_402_300_799_999  # 9999-12-31 23:59:59.999 UTC, the last moment a datetime holds
@@ -197,8 +198,6 @@ def timechart(slots: list[Any], which: str, width: int = 420, height: int = 90) 
 
 
 def merged_percentiles(slots: list[Any], which: str) -> dict[str, float | None]:
-    from ztq.core.monitor.timings import merged
-
     return getattr(merged(slots), which).percentiles()  # type: ignore[no-any-return]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ztq.core.monitor.queues import Row
+from ztq.core.monitor.pages import Row
 
 _FRAME = re.compile(r'^\s*File "([^"]*)", line (\d+), in (.+)$')
 _KIND = re.compile(r"[A-Za-z_][\w.]{0,199}")

@@ -16,16 +16,10 @@ from ztq.core.client.calls import TASK_ID
 from ztq.core.engine.keys import QUEUE_NAME, SHARD_NAME, split_shard
 from ztq.core.engine.record import TaskRecord
 from ztq.core.engine.storage import Storage
-from ztq.core.engine.workers import (
-    WorkerInfo,
-    WorkerPage,
-    autoscale_of,
-    fleet,
-    list_workers,
-    page_workers,
-)
+from ztq.core.engine.workers import WorkerInfo, autoscale_of
 from ztq.core.monitor import queues as monitor
 from ztq.core.monitor import timings
+from ztq.core.monitor.workers import WorkerPage, fleet, list_workers, page_workers
 
 ARG_LIMIT = 160  # characters of arguments shown on list pages
 API_TEXT_LIMIT = 65536  # characters of arguments / traceback in API answers
@@ -210,7 +204,7 @@ def queues(
     storage: Storage, names: Sequence[str], lost_after: float, *, fold: bool = True
 ) -> list[dict[str, Any]]:
     """Stats of the queues with the threads of live workers serving each (5 round trips; the
-    threads come from the workers' summaries, see :func:`ztq.core.engine.workers.fleet`). A sharded
+    threads come from the workers' summaries, see :func:`ztq.core.monitor.workers.fleet`). A sharded
     queue is one row, its shards folded in (``shards``: their names); ``fold=False`` gives
     a row per name, shards as they are (a shard shows the threads of its queue)."""
     stats = monitor.folded_stats(storage, names) if fold else monitor.queue_stats(storage, names)

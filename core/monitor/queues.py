@@ -1,71 +1,67 @@
-"""Read models for the console: queue stats, pages of tasks and errors, search.
+"""Read models for the console: queue stats and the page of a queue's waiting tasks.
 
-Every function reads a window (LRANGE / ZRANGEBYSCORE / XREVRANGE with a limit, HMGET of
-one page of records), never a whole queue, so a page costs the same with ten tasks or ten
-million. Listings across queues are merged in Python from one window per queue, and paged
-with cursors (:class:`ZCursor`; for streams see ``ztq.core.monitor.streams``) rather than offsets.
-Filtered listings scan at most ``budget`` entries per request and say where they stopped.
+Every function reads a window (LRANGE, HMGET of one page of records), never a whole queue,
+so a page costs the same with ten tasks or ten million. The rest of the console's read
+models live next door and are imported here, so that ``monitor.<name>`` keeps naming them
+all: rows, pages, cursors and the listings merged across queues in ``pages``, lookup and
+search in ``search``, the cron table in ``cron``.
 """
 
 from __future__ import annotations
 
-import itertools
-import json
-import re
 import time
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from ztq.core.engine.keys import split_shard
 from ztq.core.engine.queue_limits import QueueLimits
 from ztq.core.engine.record import TaskRecord
 from ztq.core.engine.storage import EnqueueEntry, Storage
 from ztq.core.monitor import timings
+from ztq.core.monitor.cron import cron_table
+from ztq.core.monitor.pages import (
+    MAX_PAGE,
+    Match,
+    Page,
+    Row,
+    ZCursor,
+    clamp,
+    fetch_records,
+    merge_windows,
+    oldest_errors,
+    running_tasks,
+    score_page,
+)
+from ztq.core.monitor.search import find_task, search
 from ztq.core.states import PRIORITIES
 
-MAX_PAGE = 500
-_ZCURSOR = re.compile(r"^(-?\d{1,16})\.(\d{1,9})$")
-
-Match = Callable[[TaskRecord], bool]
-
-
-@dataclass(frozen=True)
-class ZCursor:
-    """A position in scores merged across queues: after ``skip`` entries scored ``score``."""
-
-    score: int
-    skip: int
-
-    def __str__(self) -> str:
-        return f"{self.score}.{self.skip}"
-
-    @classmethod
-    def parse(cls, text: str | None) -> ZCursor | None:
-        m = _ZCURSOR.match(text or "")
-        return cls(int(m.group(1)), int(m.group(2))) if m else None
-
-
-@dataclass
-class Row:
-    """One task in a listing; ``record`` is None when its record is gone (a leftover id)."""
-
-    queue: str
-    id: str
-    record: TaskRecord | None
-    score: int | None = None  # failed at / due at / lease deadline (ms), by listing
-    position: int | None = None
-    priority: str = ""
-
-
-@dataclass
-class Page:
-    rows: list[Any]
-    next: str | None = None  # cursor of the next page, None on the last one
-    scanned: int = 0
-    partial: bool = False  # the scan budget ran out before the page filled
-    total: int | None = None
+__all__ = [
+    "LEFTOVER_COUNTS",
+    "LISTS",
+    "MAX_PAGE",
+    "Match",
+    "Page",
+    "QueueStats",
+    "Row",
+    "ZCursor",
+    "clamp",
+    "cron_table",
+    "entry_id",
+    "fetch_records",
+    "find_task",
+    "fold",
+    "folded_stats",
+    "merge_windows",
+    "oldest_errors",
+    "pending_page",
+    "pressure_totals",
+    "queue_exists",
+    "queue_stats",
+    "run_first",
+    "running_tasks",
+    "score_page",
+    "search",
+]
 
 
 @dataclass
@@ -134,29 +130,6 @@ def folded_stats(
     stats = queue_stats(storage, [s for g in groups.values() for s in g], minutes=minutes, now=now)
     by_name = {s.name: s for s in stats}
     return [fold(q, [by_name[s] for s in shards]) for q, shards in groups.items()]
-
-
-def clamp(limit: int, low: int = 1, high: int = MAX_PAGE) -> int:
-    return max(low, min(high, int(limit)))
-
-
-def fetch_records(storage: Storage, pairs: Sequence[tuple[str, str]]) -> list[TaskRecord | None]:
-    """Records of (queue, id) pairs: one HMGET per queue, all in one round trip."""
-    by_queue: dict[str, list[str]] = {}
-    for q, i in pairs:
-        by_queue.setdefault(q, []).append(i)
-    if not by_queue:
-        return []
-    with storage.guard():
-        pipe = storage.client.pipeline(transaction=False)
-        for q, ids in by_queue.items():
-            pipe.hmget(storage.keys.tasks(q), ids)
-        replies = pipe.execute()
-    found: dict[tuple[str, str], TaskRecord | None] = {}
-    for (q, ids), raws in zip(by_queue.items(), replies, strict=True):
-        for i, raw in zip(ids, raws, strict=True):
-            found[(q, i)] = None if raw is None else TaskRecord.from_raw(q, i, raw)
-    return [found[p] for p in pairs]
 
 
 # -- queues ----------------------------------------------------------------------------------
@@ -332,234 +305,6 @@ def _live(
         if rec.state.value == want and same_list and (rec.get("entry") or i) == entry:
             rows.append(Row(queue, i, rec, position=pos, priority=name))
     return rows
-
-
-# -- listings merged across queues ----------------------------------------------------------
-# Each queue's set or stream is read in windows, the windows are merged lazily (k-way), and a
-# queue is read again only when its window is used up: a page costs about one window per
-# queue plus what it shows, however many queues and entries there are.
-def merge_windows(
-    heads: dict[str, deque[Any]], refill: Callable[[list[str]], None], order: Callable[..., Any]
-) -> Iterator[tuple[str, Any]]:
-    done: set[str] = set()
-    while True:
-        empty = [q for q, buf in heads.items() if not buf and q not in done]
-        if empty:
-            refill(empty)
-            done.update(q for q in empty if not heads[q])
-        live = [q for q, buf in heads.items() if buf]
-        if not live:
-            return
-        q = min(live, key=lambda name: order(heads[name][0], name))
-        yield q, heads[q].popleft()
-
-
-def _zset_items(
-    storage: Storage, keys: dict[str, str], cursor: ZCursor | None, reverse: bool, chunk: int
-) -> Iterator[tuple[str, str, int, ZCursor]]:
-    """(queue, id, score, cursor after it) in merged order: score, then queue name, then
-    Redis' order within the queue. ``cursor.skip`` entries at ``cursor.score`` are skipped."""
-    # per queue: the last score read and how many entries with that score were read
-    last: dict[str, list[Any]] = {q: [cursor.score if cursor else None, 0] for q in keys}
-    heads: dict[str, deque[tuple[str, int]]] = {q: deque() for q in keys}
-    extra = [cursor.skip if cursor else 0]
-    finished: set[str] = set()
-
-    def refill(queues: list[str]) -> None:
-        queues = [q for q in queues if q not in finished]
-        want = chunk + extra[0]
-        extra[0] = 0
-        with storage.guard():
-            pipe = storage.client.pipeline(transaction=False)
-            for q in queues:
-                score, seen = last[q]
-                if reverse:
-                    top = "+inf" if score is None else score
-                    pipe.zrevrangebyscore(
-                        keys[q], top, "-inf", start=seen, num=want, withscores=True
-                    )
-                else:
-                    low = "-inf" if score is None else score
-                    pipe.zrangebyscore(keys[q], low, "+inf", start=seen, num=want, withscores=True)
-            replies = pipe.execute() if queues else []
-        for q, reply in zip(queues, replies, strict=True):
-            if len(reply) < want:
-                finished.add(q)
-            for member, raw in reply:
-                score = int(raw)
-                last[q] = [score, last[q][1] + 1] if score == last[q][0] else [score, 1]
-                heads[q].append((member, score))
-
-    def order(head: tuple[str, int], q: str) -> tuple[int, str]:
-        return (-head[1] if reverse else head[1], q)
-
-    items = merge_windows(heads, refill, order)
-    cur = cursor
-    if cursor is not None:  # entries at the cursor's score that earlier pages showed
-        refill(list(keys))
-        for _ in range(cursor.skip):
-            live = [q for q in keys if heads[q]]
-            best = min(live, key=lambda q: order(heads[q][0], q)) if live else None
-            if best is None or heads[best][0][1] != cursor.score:
-                break
-            heads[best].popleft()
-    for q, (member, score) in items:
-        cur = ZCursor(score, cur.skip + 1 if cur and cur.score == score else 1)
-        yield q, member, score, cur
-
-
-def _collect(
-    storage: Storage,
-    items: Iterator[tuple[str, str, int, Any]],
-    limit: int,
-    match: Match | None,
-    budget: int,
-    batch: int,
-) -> Page:
-    rows: list[Row] = []
-    scanned = 0
-    while True:
-        chunk = list(itertools.islice(items, batch))
-        if not chunk:
-            return Page(rows, None, scanned)
-        recs = fetch_records(storage, [(q, i) for q, i, _, _ in chunk])
-        for pos, ((q, i, score, after), rec) in enumerate(zip(chunk, recs, strict=True)):
-            scanned += 1
-            if match is None or (rec is not None and match(rec)):
-                rows.append(Row(q, i, rec, score=score))
-            full, spent = len(rows) >= limit, scanned >= budget
-            if full or spent:
-                more = pos + 1 < len(chunk) or next(items, None) is not None
-                return Page(rows, str(after) if more else None, scanned, spent and not full)
-
-
-def score_page(
-    storage: Storage,
-    which: str,
-    queues: Sequence[str],
-    cursor: str | None = None,
-    limit: int = 50,
-    *,
-    match: Match | None = None,
-    budget: int = 2000,
-) -> Page:
-    """Tasks of ``which`` set merged across ``queues``; ``total`` counts the set.
-
-    ``'errors'``: failed tasks, newest first, ``score`` = failed at (ms). ``'delayed'``:
-    delayed tasks and retries by due time, soonest first, ``score`` = due at (ms).
-    """
-    reverse = which == "errors"
-    key_of = storage.keys.errors if reverse else storage.keys.delayed
-    keys = {q: key_of(q) for q in sorted(queues)}
-    limit = clamp(limit, high=10_000)
-    batch = limit if match is None else 200
-    budget = limit if match is None else max(budget, limit)
-    items = _zset_items(storage, keys, ZCursor.parse(cursor), reverse, batch + 1)
-    page = _collect(storage, items, limit, match, budget, batch)
-    with storage.guard():
-        pipe = storage.client.pipeline(transaction=False)
-        for key in keys.values():
-            pipe.zcard(key)
-        page.total = sum(int(n) for n in pipe.execute())
-    return page
-
-
-def running_tasks(storage: Storage, queues: Sequence[str], limit: int = 500) -> list[Row]:
-    """Leased tasks of each queue (at most ``limit`` per queue), soonest lease end first."""
-    with storage.guard():
-        pipe = storage.client.pipeline(transaction=False)
-        for q in queues:
-            pipe.zrange(storage.keys.running(q), 0, clamp(limit) - 1, withscores=True)
-        replies = pipe.execute()
-    items = [(q, i, int(s)) for q, reply in zip(queues, replies, strict=True) for i, s in reply]
-    recs = fetch_records(storage, [(q, i) for q, i, _ in items])
-    rows = [Row(q, i, rec, score=s) for (q, i, s), rec in zip(items, recs, strict=True)]
-    rows.sort(key=lambda r: r.score or 0)
-    return rows
-
-
-def oldest_errors(storage: Storage, queue: str, offset: int, count: int) -> list[Row]:
-    """A window of one queue's errors, oldest first (bulk actions walk it with an offset)."""
-    with storage.guard():
-        ids = storage.client.zrange(storage.keys.errors(queue), offset, offset + count - 1)
-    recs = fetch_records(storage, [(queue, i) for i in ids])
-    return [Row(queue, i, rec) for i, rec in zip(ids, recs, strict=True)]
-
-
-# -- cron, lookup and search -----------------------------------------------------------------
-def cron_table(storage: Storage) -> list[dict[str, Any]]:
-    """Cron entries as workers published them (``disabled`` added), soonest next run first."""
-    with storage.guard():
-        pipe = storage.client.pipeline(transaction=False)
-        pipe.hgetall(storage.keys.cron)
-        pipe.hkeys(storage.keys.cron_off)
-        raw, off = pipe.execute()
-    out = []
-    for name, text in raw.items():
-        try:
-            entry = json.loads(text)
-        except ValueError:
-            continue
-        if isinstance(entry, dict):
-            entry.setdefault("name", name)
-            entry["disabled"] = name in off
-            out.append(entry)
-    return sorted(out, key=lambda e: (_when(e.get("next")), str(e["name"])))
-
-
-def _when(value: Any) -> float:
-    """A time to sort by: what a worker wrote (ms), else 0 (the hash is readable by anyone
-    who shares the Redis; one odd entry must not make the whole table unreadable)."""
-    try:
-        number = float(value or 0)
-    except (TypeError, ValueError, OverflowError):
-        return 0.0
-    return number if number == number else 0.0  # NaN sorts nowhere
-
-
-def find_task(storage: Storage, task_id: str, queue: str | None = None) -> list[TaskRecord]:
-    """Records with this id, in ``queue`` (each of its shards) or in every known queue."""
-    queues = storage.shards_of(queue) if queue else storage.queues()
-    recs = fetch_records(storage, [(q, task_id) for q in queues])
-    return [r for r in recs if r is not None]
-
-
-def search(
-    storage: Storage,
-    match: Match,
-    cursor: str | None = None,
-    limit: int = 50,
-    *,
-    budget: int = 2000,
-) -> Page:
-    """Records of any state that ``match``, walking each queue's records with HSCAN.
-
-    The cursor is ``<queue index>.<HSCAN cursor>``; a page holds at most about ``limit``
-    rows and scans at most about ``budget`` records.
-    """
-    queues = storage.queues()
-    m = _ZCURSOR.match(cursor or "")
-    qi, hc = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
-    rows: list[Row] = []
-    scanned = 0
-    may_match = getattr(match, "may_match", None)  # rules records out before parsing them
-    while qi < len(queues) and scanned < budget and len(rows) < limit:
-        q = queues[qi]
-        with storage.guard():
-            hc, batch = storage.client.hscan(storage.keys.tasks(q), hc, count=100)
-        for i, raw in batch.items():
-            if i.startswith("#"):  # the ready lists' leftover marks (pending_page)
-                continue
-            scanned += 1
-            if may_match is not None and not may_match(i, raw):
-                continue
-            rec = TaskRecord.from_raw(q, i, raw)
-            if match(rec):
-                rows.append(Row(q, i, rec))
-        if int(hc) == 0:
-            qi, hc = qi + 1, 0
-    nxt = f"{qi}.{hc}" if qi < len(queues) else None
-    return Page(rows, nxt, scanned, partial=nxt is not None and len(rows) < limit)
 
 
 # -- writes the console needs beyond Storage's ------------------------------------------------

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ztq.core.engine.storage import Storage
-from ztq.core.monitor.queues import Page, clamp, merge_windows
+from ztq.core.monitor.pages import Page, clamp, merge_windows
 
 AUDIT_MAXLEN = 10_000
 _SCURSOR = re.compile(r"^(\d{1,16}-\d{1,16})(?::([A-Za-z0-9_.\-]{1,64}))?$")

@@ -14,9 +14,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ztq.core.engine.storage import Storage, safe_url
-from ztq.core.engine.workers import DEFAULT_LOST_AFTER, fleet
+from ztq.core.engine.workers import DEFAULT_LOST_AFTER
 from ztq.core.errors import ZtqError
 from ztq.core.monitor import queues as monitor
+from ztq.core.monitor.workers import fleet
 from ztq.core.settings import System
 
 LIVE = ("running", "paused", "stopping", "other")

@@ -123,7 +123,7 @@ def test_queues_name_at_most_five_workers_and_count_the_threads_left_out(
 
 
 def test_a_fleet_bigger_than_what_is_read_is_named_in_part(store: Storage) -> None:
-    from ztq.core.engine.workers import serving
+    from ztq.core.monitor.workers import serving
 
     for i in range(6):
         write_heartbeat(store, f"w-{i}", heartbeat(f"w-{i}", {"mail": 1}))

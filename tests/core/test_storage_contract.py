@@ -154,10 +154,7 @@ def test_cron_enqueues_once_per_tick_however_many_workers(storage: Storage) -> N
     entry = ztq.add_cron(t.noop.prepare(), "* * * * *", name="every-minute")
     try:
         tick = (int(time.time()) // 60) * 60 + 0.5
-        tables = [
-            ztq.CronTable([CronEntry(entry.name, entry.call, entry.spec)])
-            for _ in range(5)
-        ]
+        tables = [ztq.CronTable([CronEntry(entry.name, entry.call, entry.spec)]) for _ in range(5)]
         outcomes = [h.outcome for tb in tables for h in tb.fire(now=tick)[0]]
         assert sorted(outcomes) == ["added", "skipped", "skipped", "skipped", "skipped"]
         [lease] = storage.fetch("default", W, "t0", 30_000, 10)

@@ -14,17 +14,12 @@ from tests.console.scenario import make_lost
 from ztq.core.engine.storage import Storage
 from ztq.core.engine.workers import (
     BAND,
-    SHOWN,
-    Fleet,
-    count_key,
-    fleet,
     forget_worker,
-    list_workers,
-    page_workers,
     parse_summary,
     summarize,
     write_heartbeat,
 )
+from ztq.core.monitor.workers import SHOWN, Fleet, count_key, fleet, list_workers, page_workers
 
 ROLES = ("running", "running", "running", "paused", "stopping", "stopped", "lost", "running")
 

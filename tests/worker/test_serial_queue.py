@@ -42,7 +42,7 @@ def most_at_once(path: Path) -> tuple[int, set[str]]:
 def test_runs_never_overlap_past_the_limit(
     redis_url: str, workers: list[subprocess.Popen[bytes]], tmp_path: Path, limit: int
 ) -> None:
-    from ztq.core.engine.workers import list_workers
+    from ztq.core.monitor.workers import list_workers
 
     ztq.configure_queue("xapian", max_running=limit)
     # six threads in three processes compete for the queue before the first task arrives

@@ -9,7 +9,7 @@ from pathlib import Path
 import ztq.core as ztq
 from tests import sample_tasks as t
 from tests.worker.conftest import wait_for
-from ztq.core.engine.workers import list_workers
+from ztq.core.monitor.workers import list_workers
 
 
 def read_lines(path: Path) -> list[str]:

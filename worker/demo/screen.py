@@ -1,7 +1,7 @@
 """What ``make run`` shows in its terminal: the summary, the login, one status line.
 
 The counts come from the console's read models (``ztq.core.monitor.queues.queue_stats``,
-``ztq.core.engine.workers.list_workers``), never from Redis directly. On a terminal the status
+``ztq.core.monitor.workers.list_workers``), never from Redis directly. On a terminal the status
 line is rewritten in place (carriage return); elsewhere (a pipe, a file) each status is one
 plain line, so a log of the demo stays short.
 """
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from ztq.core.engine.storage import Storage, safe_url
-from ztq.core.engine.workers import list_workers
 from ztq.core.monitor.queues import queue_stats
+from ztq.core.monitor.workers import list_workers
 
 
 def mask_url(url: str) -> str:
