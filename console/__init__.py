@@ -3,6 +3,10 @@
 Operators see workers, queues, errors, history and logs, and redo or delete tasks; every
 read and write goes through ``ztq.core``. Templates live in ``templates/`` and assets in
 ``static/`` next to this package (``ztq.templates`` / ``ztq.static`` in a wheel).
+
+May import: all of ``ztq.core`` (the monitor read models, auth, alerts, the engine's
+``Storage``), Pyramid and Jinja2. Never ``ztq.worker``: the console sees and commands
+workers through Redis (``ztq.core.engine.workers``), and nothing of ztq imports the console.
 """
 
 from __future__ import annotations

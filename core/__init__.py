@@ -1,4 +1,13 @@
-"""ztq.core: the library applications import to define and enqueue tasks."""
+"""ztq.core: the library applications import to define and enqueue tasks.
+
+This module is the public API (``from ztq.core import task, connect, ...``): it re-exports
+the names applications use from the packages below, one per concern (``client``,
+``engine``, ``middleware``, ``messaging``, ``monitor``, ``alerts``, ``auth``, ``contrib``,
+``settings``; docs/architecture.md). ``errors`` and ``states`` sit at the bottom, for all.
+
+May import: its own packages. Never ``ztq.worker``, ``ztq.console`` or the ``ztq`` command;
+no module below imports this one (they import the module that defines a name).
+"""
 
 from ztq.core.client.app import (
     App,
