@@ -23,6 +23,8 @@ from typing import Any
 from rich.console import Group, RenderableType
 from rich.text import Text
 
+from ztq.core import settings
+from ztq.core.engine.connection import make_client
 from ztq.core.engine.keys import check_queue
 from ztq.core.engine.queue_limits import QueueLimits
 from ztq.core.engine.record import TaskRecord
@@ -34,6 +36,7 @@ from ztq.core.monitor import queues as monitor
 from ztq.core.monitor.filters import task_matcher
 from ztq.core.monitor.fmt import size
 from ztq.core.monitor.groups import group_errors
+from ztq.core.monitor.systems import health_of_all
 from ztq.worker.cli import terminal
 from ztq.worker.cli.terminal import Col
 
@@ -450,9 +453,6 @@ SYSTEM_COLUMNS = (Col("SYSTEM"), Col("REDIS", wrap=20, drop=1), Col("PREFIX", dr
 def cmd_systems(args: argparse.Namespace, connect: Connect) -> int:
     """Every system of ``ztq.systems`` (the default first) with its health, each asked at
     the same time; exit 1 when one does not answer."""
-    from ztq.core import settings
-    from ztq.core.engine.connection import make_client
-    from ztq.core.monitor.systems import health_of_all
 
     def storage_of(system: settings.System) -> Storage:
         return Storage(make_client(system.redis_url), prefix=system.prefix, url=system.redis_url)
