@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import redis
 
 from ztq.core.errors import ConfigError
 from ztq.worker.cli.commands import main
@@ -135,3 +136,25 @@ def test_queue_flags() -> None:
     assert _queue_flag("crawl:200:async") == [ThreadSpec("crawl-0", ("crawl",), "async", 200)]
     assert _queue_flag("crawl:50", "async") == [ThreadSpec("crawl-0", ("crawl",), "async", 50)]
     assert _queue_flag("crawl:0:async") == []
+
+
+@pytest.mark.parametrize(
+    ("flag", "said"),
+    [
+        ("mail:two", "'two' is not a thread count (a whole number >= 0)"),
+        ("mail:-1", "'-1' is not a thread count"),
+        ("mail:2:proces", "'proces' is not a pool (thread, process, async)"),
+        ("mail:2:thread:x", "the form is NAME[:N[:POOL]][:shards=S]"),
+    ],
+)
+def test_a_mistyped_queue_flag_stops_the_worker_before_it_serves_anything(
+    redis_url: str, capsys: pytest.CaptureFixture[str], flag: str, said: str
+) -> None:
+    """Issue 24: ``mail:two`` served a queue named 'two' (the ini's list form) and not mail;
+    now every word of the flag is checked, and nothing is registered in Redis."""
+
+    assert main(["worker", "--redis", redis_url, "--queue", flag, "--burst"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"--queue {flag!r}" in err and said in err
+    assert len(err.splitlines()) == 1  # one line, no traceback
+    assert redis.Redis.from_url(redis_url).keys("*") == []  # no typo queue registered

@@ -34,6 +34,18 @@ def _queue_flag(value: str, default_pool: str = "thread") -> list[ThreadSpec]:
     if len(rest) > 2:
         raise ConfigError(f"--queue {value!r}: the form is NAME[:N[:POOL]][:shards=S]")
     count, pool = (rest + ["", ""])[:2]
+    # every word checked here: handed on, a typo ('mail:two') read as the ini's list form
+    # served a queue named 'two' instead of mail, without a word (issue 24)
+    if count and not count.isdigit():
+        raise ConfigError(
+            f"--queue {value!r}: {count!r} is not a thread count (a whole number >= 0); "
+            "the form is NAME[:N[:POOL]][:shards=S]"
+        )
+    if pool and pool not in POOLS:
+        raise ConfigError(
+            f"--queue {value!r}: {pool!r} is not a pool ({', '.join(POOLS)}); "
+            "the form is NAME[:N[:POOL]][:shards=S]"
+        )
     words = " ".join([count or "1", pool or default_pool, *shards])
     return parse_queue_entry(name, words, "--queue: ")
 
