@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ztq.core.client.calls import TaskCall
-from ztq.core.client.handle import app_or_default
+from ztq.core.client.current import app_or_default
 from ztq.core.engine.storage import Storage
 
 if TYPE_CHECKING:

@@ -2,10 +2,11 @@
 
 The :class:`~ztq.core.client.app.App` (one per application, and a process-wide default)
 owns a registry of task functions, its Redis connections, its middleware and its cron
-table; ``calls`` builds what will be sent, ``enqueue`` and ``aio`` send it (one script
-call per batch), ``handle`` follows it, ``transaction`` holds it until commit, ``cron``
-sends it on a schedule. ``current`` keeps the default app's slot, which ``app`` fills, so
-that the modules below ``app`` reach the default without importing it.
+table; ``calls`` builds what will be sent, ``enqueue`` sends it (blocking and asyncio
+twins, one script call per batch; ``aio`` holds the asyncio connections), ``handle``
+follows it, ``buffer`` and ``transaction`` hold it until commit, ``cron`` sends it on a
+schedule. ``current`` keeps the default app's slot, which ``app`` fills, so that the
+modules below ``app`` reach the default without importing it.
 
 May import: ``ztq.core.errors``, ``ztq.core.states``, ``ztq.core.settings``, the engine,
 the middleware base and the messaging package. Never the monitor, alerts or auth packages,

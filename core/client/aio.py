@@ -1,10 +1,11 @@
-"""The asyncio producer side: enqueue, ping and wait for results from an event loop.
+"""The asyncio side's connections: a ``redis.asyncio`` client and :class:`AsyncStorage` per
+app, connection name and event loop.
 
-``await fn.adelay(...)``, ``await fn.aenqueue(args, kwargs, **options)``, ``await
-app.aping(id)`` and ``await handle.await_result(timeout=...)`` talk to Redis through
-``redis.asyncio`` with the same Lua scripts, key layout and middleware as the blocking
-API, so a FastAPI or aiohttp handler never blocks its event loop. Each app keeps its async
-connections apart from its blocking ones (they belong to one event loop each).
+``await fn.adelay(...)`` (``enqueue.asend``), ``await app.aping(id)`` and ``await
+handle.await_result(timeout=...)`` (``handle``) talk to Redis through these with the same
+Lua scripts, key layout and middleware as the blocking API, so a FastAPI or aiohttp handler
+never blocks its event loop. Each app keeps its async connections apart from its blocking
+ones (they belong to one event loop each).
 """
 
 from __future__ import annotations
