@@ -23,7 +23,10 @@ log = logging.getLogger(__name__)
 Buffer = list[tuple["TaskCall", str]]
 # writes buffered calls, returning their handles (``ztq.core.client.enqueue.send_many``)
 Flush = Callable[[Sequence[tuple["TaskCall", str]]], "list[TaskHandle]"]
-_buffer: contextvars.ContextVar[Buffer | None] = contextvars.ContextVar("ztq_buffer", default=None)
+# the buffer of the open ``with transaction():`` block (transaction.py sets it), None outside
+block_buffer: contextvars.ContextVar[Buffer | None] = contextvars.ContextVar(
+    "ztq_buffer", default=None
+)
 
 
 def current_buffer(app: App, flush: Flush, join: bool | None = None) -> Buffer | None:
@@ -37,7 +40,7 @@ def current_buffer(app: App, flush: Flush, join: bool | None = None) -> Buffer |
     """
     if join is False:
         return None
-    buf = _buffer.get()
+    buf = block_buffer.get()
     if buf is not None:
         return buf
     if join or app.joins_transactions:

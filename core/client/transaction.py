@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from ztq.core.client.buffer import Buffer, DataManager, _buffer
+from ztq.core.client.buffer import Buffer, DataManager, block_buffer
 from ztq.core.client.enqueue import send_many
 from ztq.core.client.handle import TaskHandle
 
@@ -24,15 +24,15 @@ def transaction() -> Iterator[list[TaskHandle]]:
 
     Nested blocks join the outer one. The list yielded receives the handles after the write.
     """
-    outer = _buffer.get()
+    outer = block_buffer.get()
     handles: list[TaskHandle] = []
     if outer is not None:
         yield handles
         return
     buf: Buffer = []
-    token = _buffer.set(buf)
+    token = block_buffer.set(buf)
     try:
         yield handles
     finally:
-        _buffer.reset(token)
+        block_buffer.reset(token)
     handles.extend(send_many(buf))
