@@ -22,6 +22,9 @@ from ztq.core.states import Priority
 
 DEFAULT_RESULT_TTL_MS = 3_600_000
 DEFAULT_HISTORY_MAXLEN = 10_000
+# leftovers one purge call drops at most (about 3 commands each): a call stays short behind
+# a long run of them, and Storage.remove calls again
+PURGE_DROPS = 1000
 
 
 @dataclass(frozen=True)
@@ -333,9 +336,12 @@ class TaskMoves(Transport):
         cancel: bool = False,
     ) -> tuple[int, int]:
         """Delete tasks by id (with ``cancel``: only those still queued or delayed), or purge
-        a batch of 'ready', 'delayed' or 'errors'.
+        a batch of up to ``limit`` tasks of 'ready', 'delayed' or 'errors'.
 
-        Returns (records deleted, entries taken); a purge loops until taken is 0.
+        Returns (records deleted, ids given or tasks taken); a purge loops until taken is 0.
+        A purge of 'ready' takes each waiting task once, whatever its entry looks like, and
+        drops the leftovers it meets (docs/design.md, "Deleting a waiting task") without
+        counting them: taken compares with the counts (``pending_count``, the console's).
         """
         k = self.keys
         keys = [
@@ -352,10 +358,14 @@ class TaskMoves(Transport):
         if purge:
             if purge not in ("ready", "delayed", "errors"):
                 raise ValueError(f"cannot purge {purge!r}")
-            args: list[Any] = [purge, int(limit)]
+            args: list[Any] = [purge, int(limit), PURGE_DROPS]
         else:
             if not ids:
                 return 0, 0
             args = ["cancel" if cancel else "ids", 0, *ids]
-        deleted, taken = self.call("remove", keys, args)
-        return int(deleted), int(taken)
+        while True:
+            deleted, taken, dropped = self.call("remove", keys, args)
+            # a call stopped on a run of leftovers before any task: not done, call again
+            # (each call stays short; taken = 0 must mean the lists are empty)
+            if int(taken) or int(dropped) < PURGE_DROPS or not purge:
+                return int(deleted), int(taken)

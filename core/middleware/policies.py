@@ -54,8 +54,10 @@ class Clock:
 
 
 # what LogRuns says of a run: (event 'start' or 'end', outcome, id, task, queue, attempt,
-# started (epoch s), runtime ms, error type); see LogRuns.message and LogRuns.fields
-RunLine = tuple[str, str, str, str, str, int, float, float, str]
+# started (epoch s), runtime ms, error type, why it could not run ('' if it ran)); see
+# LogRuns.message and LogRuns.fields
+RunLine = tuple[str, str, str, str, str, int, float, float, str, str]
+DETAIL_MAX = 500  # characters of the message of a task that could not run, in its line
 RunSink = Callable[[int, float, RunLine], bool]
 START = "task start id=%s task=%s queue=%s attempt=%d"
 END = "task %s id=%s task=%s queue=%s attempt=%d started=%s runtime_ms=%.1f"
@@ -65,6 +67,11 @@ class LogRuns(Middleware):
     """One line per run on the ``ztq.runs`` logger at INFO, when it ends: outcome, start
     time and duration (``task done id=... started=HH:MM:SS.mmm runtime_ms=...``), and a
     start line at DEBUG; the fields of the run ride along for JSON logs (``extra["ztq"]``).
+    A run that could not start or be kept (a payload that is not JSON, an unknown task,
+    wrong arguments, a task its pool cannot run, a result JSON cannot encode: permanent
+    failures, straight to the error list) ends with a line too, ``task failed``, with its
+    error type and ztq's message (``detail``): nothing ends without one. (A task's own
+    exception gives its type only: its message is the task's data.)
 
     Nothing is built for a level that is off. A worker logs one line per task, so the line
     is cheap: ``sink`` (set by ``ztq.worker.logs.configure``) takes ``(level, time, line)``
@@ -78,22 +85,26 @@ class LogRuns(Middleware):
     @staticmethod
     def message(line: RunLine) -> tuple[str, tuple[Any, ...]]:
         """The message of a run line and its arguments (formatted only when shown)."""
-        event, state, task_id, task, queue, attempt, started, ms, error = line
+        event, state, task_id, task, queue, attempt, started, ms, error, detail = line
         if event == "start":
             return START, (task_id, task, queue, attempt)
         args = (state, task_id, task, queue, attempt, Clock(started), ms)
+        if detail:
+            return END + " error=%s detail=%r", (*args, error, detail)
         return (END + " error=%s", (*args, error)) if error else (END, args)
 
     @staticmethod
     def fields(line: RunLine) -> dict[str, Any]:
         """The fields of a run line for JSON logs."""
-        event, state, task_id, task, queue, attempt, started, ms, error = line
+        event, state, task_id, task, queue, attempt, started, ms, error, detail = line
         out: dict[str, Any] = {"event": event, "task_id": task_id, "task": task,
                                "queue": queue, "attempt": attempt}  # fmt: skip
         if event == "end":
             out |= {"outcome": state, "started": Clock(started), "duration_ms": round(ms, 1)}
             if error:
                 out["error"] = error
+            if detail:
+                out["detail"] = detail
         return out
 
     def _emit(self, level: int, now: float, line: RunLine) -> None:
@@ -111,21 +122,22 @@ class LogRuns(Middleware):
     def before_run(self, run: Run) -> None:
         if self.log.isEnabledFor(logging.DEBUG):
             line = ("start", "", run.id, run.task, run.queue, run.failures + 1, run.started,
-                    0.0, "")  # fmt: skip
+                    0.0, "", "")  # fmt: skip
             self._emit(logging.DEBUG, time.time(), line)
 
     def after_run(self, run: Run, outcome: Outcome) -> None:
-        if outcome.permanent or not self.log.isEnabledFor(logging.INFO):
-            return  # a payload that could not run has no line either
+        if not self.log.isEnabledFor(logging.INFO):
+            return
         now = time.time()
         ms = (now - run.started) * 1000
         if outcome.ok:
             line = ("end", "done", run.id, run.task, run.queue, run.failures + 1, run.started,
-                    ms, "")  # fmt: skip
+                    ms, "", "")  # fmt: skip
         else:
             state = "retry" if run.retry_in is not None else "failed"
+            detail = (outcome.message or "-")[:DETAIL_MAX] if outcome.permanent else ""
             line = ("end", state, run.id, run.task, run.queue, run.failures + 1, run.started,
-                    ms, outcome.error_type or "?")  # fmt: skip
+                    ms, outcome.error_type or "?", detail)  # fmt: skip
         self._emit(logging.INFO, now, line)
 
 

@@ -417,16 +417,16 @@ class Model:
 
     def purge(self, what: str, limit: int) -> tuple[int, int]:
         unready = popped = 0
-        if what == "ready":  # the ready lists, then the buffer; leftovers count as taken
-            taken: list[str] = []
+        if what == "ready":  # the ready lists, then the buffer: up to `limit` tasks, each
+            taken: list[str] = []  # once; the leftovers met on the way dropped, not counted
             for name in LISTS:
                 lst = self.overflow if name == "overflow" else self.ready[name]
-                while lst and popped < limit:
-                    popped += 1
+                while lst and len(taken) < limit:
                     task_id = self._pop(name, "overflow" if name == "overflow" else "queued")
                     if task_id is not None:
                         taken.append(task_id)
                         unready += name != "overflow"
+            popped = len(taken)
         elif what == "delayed":
             taken = self.delayed()[:limit]
             popped = len(taken)

@@ -101,6 +101,62 @@ def test_a_page_behind_many_leftovers_is_partial_not_slow(storage: Storage) -> N
     page = monitor.pending_page(storage, Q, int(page.next), 10, budget=1000)
     assert [r.id for r in page.rows] == ids[1300:1310] and not page.partial
     assert [r.position for r in page.rows] == list(range(1300, 1310))
-    # a purge takes the leftovers with the tasks, and counts them as taken
-    assert storage.remove(Q, purge="ready", limit=2000) == (200, 1500)
+    # a purge takes the leftovers with the tasks, and counts only the tasks as taken
+    assert storage.remove(Q, purge="ready", limit=2000) == (200, 200)
+    assert storage.client.hlen(storage.keys.tasks(Q)) == 0
+
+
+def purge_as_the_cli_does(storage: Storage) -> int:
+    """``ztq queue purge`` (worker/cli/ops.py): the tasks counted when it starts bound it, the
+    batches' ``taken`` advance it, their ``deleted`` are what it reports."""
+    [stats] = monitor.queue_stats(storage, [Q], minutes=0)
+    present, total, taken_all = stats.pending, 0, 0
+    while taken_all < present:
+        deleted, taken = storage.remove(Q, purge="ready", limit=min(1000, present - taken_all))
+        if not taken:
+            break
+        total, taken_all = total + deleted, taken_all + taken
+    return total
+
+
+@pytest.mark.parametrize("move", ["first", "first-high", "delete"])
+def test_a_purge_after_a_move_takes_every_task_once(storage: Storage, move: str) -> None:
+    """Issue 24: a purge after a ``first=True`` move deleted 2 of 3 tasks and left a live
+    one (record and all) behind, as its batch counted the leftover among the tasks taken."""
+    ids = fill(storage, 3)
+    if move == "delete":  # a leftover before the tasks: t0's
+        assert storage.remove(Q, [ids[0]]) == (1, 1)
+        ids = [*ids[1:], "t3"]
+        storage.call(*storage.enqueue_op(Q, [EnqueueEntry("t3", PAYLOAD)]))
+    else:
+        prio = "high" if move == "first-high" else "normal"
+        first = [EnqueueEntry(ids[1], PAYLOAD, priority=prio, first=True)]
+        assert storage.call(*storage.enqueue_op(Q, first)) == [ids[1], "moved"]
+    assert storage.pending_count(Q) == 3
+    assert purge_as_the_cli_does(storage) == 3
+    assert storage.client.hgetall(storage.keys.tasks(Q)) == {}  # no record, no mark
+    for level in ("high", "normal", "low"):
+        assert storage.client.llen(storage.keys.ready(Q, level)) == 0
+    assert storage.remove(Q, purge="ready", limit=1000) == (0, 0)
+
+
+def test_a_purge_batch_counts_tasks_not_leftovers(storage: Storage) -> None:
+    ids = fill(storage, 4)
+    assert storage.remove(Q, ids[:2]) == (2, 2)  # two leftovers at the head
+    assert storage.remove(Q, purge="ready", limit=1) == (1, 1)  # both dropped, t2 taken
+    assert storage.client.lrange(storage.keys.ready(Q, "normal"), 0, -1) == [ids[3]]
+    assert set(storage.client.hkeys(storage.keys.tasks(Q))) == {ids[3]}  # marks dropped too
+    assert storage.remove(Q, purge="ready", limit=1) == (1, 1)
+    assert storage.remove(Q, purge="ready", limit=1) == (0, 0)
+
+
+@pytest.mark.parametrize("storage", ["redis"], indirect=True)
+def test_a_purge_behind_a_long_run_of_leftovers_still_takes_the_task(storage: Storage) -> None:
+    """A script call drops a bounded number of leftovers; ``Storage.remove`` calls again
+    until it takes a task or the lists are empty, so ``taken == 0`` still means done."""
+    ids = fill(storage, 2600)
+    assert storage.remove(Q, ids[:2500]) == (2500, 2500)
+    assert storage.remove(Q, purge="ready", limit=10) == (10, 10)
+    assert storage.remove(Q, purge="ready", limit=1000) == (90, 90)
+    assert storage.remove(Q, purge="ready", limit=1000) == (0, 0)
     assert storage.client.hlen(storage.keys.tasks(Q)) == 0

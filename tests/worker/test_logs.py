@@ -21,6 +21,7 @@ import pytest
 import ztq.core as ztq
 from tests import sample_tasks
 from tests.worker.conftest import wait_for
+from ztq.core.engine.storage import EnqueueEntry
 from ztq.core.middleware.policies import LogRuns
 from ztq.worker.logs import HANDLER, configure
 
@@ -118,15 +119,76 @@ def test_at_debug_a_run_has_a_start_line_too(log_to, start_worker) -> None:
     )
 
 
+def push_raw(payload: str) -> str:
+    """A payload as it is stored, pushed to ``default`` without the producer's checks (an
+    old producer, another language, a hand-made record)."""
+    storage = ztq.get_storage()
+    task_id = f"raw-{abs(hash(payload)) % 10**8}"
+    storage.call(*storage.enqueue_op("default", [EnqueueEntry(task_id, payload)]))
+    return task_id
+
+
+CANNOT_RUN = {  # what cannot run: (the payload, the task named, the error, in its message)
+    "unknown task": ('{"task":"tests.logs.nope","args":[],"kwargs":{}}', "tests.logs.nope",
+                     "UnknownTask", "tests.logs.nope"),
+    "wrong arguments": ('{"task":"tests.logs.chatty","args":[1,2,3],"kwargs":{}}',
+                        "tests.logs.chatty", "WrongArguments", "too many positional"),
+    "malformed payload": ('{"task": "tests.logs.chatty", "args": [', "?", "PayloadError",
+                          "JSON"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(CANNOT_RUN))
+@pytest.mark.parametrize("fmt", ["json", "text"])
+def test_a_run_that_cannot_start_ends_with_a_line_too(
+    log_to, start_worker, case: str, fmt: str
+) -> None:
+    """Issue 24: an unknown task, wrong arguments or a payload that is not JSON go to the
+    error list at once (never retried), and their end is logged like any failed run's:
+    id, task (``?`` when the payload names none), queue, error type and its message."""
+    payload, task, error, said = CANNOT_RUN[case]
+    stream = log_to("info", fmt)
+    start_worker()
+    task_id = push_raw(payload)
+    wait_for(lambda: ztq.ping(task_id, "default") == "error")
+    wait_for(lambda: task_id in written(stream), timeout=5)
+    if fmt == "text":
+        [line] = [x for x in runs_of(written(stream)) if f"id={task_id} " in x]
+        head = f"task failed id={task_id} task={task} queue=default attempt=1 "
+        assert f" INFO ztq.runs {head}" in line
+        assert f" error={error} detail=" in line and said in line
+        return
+    [end] = [x for x in parsed(stream) if x.get("task_id") == task_id]
+    assert (end["logger"], end["level"], end["event"], end["outcome"]) == (
+        "ztq.runs", "INFO", "end", "failed",
+    )  # fmt: skip
+    assert (end["task"], end["queue"], end["error"]) == (task, "default", error)
+    assert said in end["detail"] and said in end["message"]
+
+
+def test_a_plain_function_on_an_async_pool_ends_with_a_line(log_to, start_worker) -> None:
+    """UnsupportedTask: the pool cannot run it (async_pool.py settles it unrun)."""
+    stream = log_to("info", "json")
+    start_worker({"default": 2}, pool="async")
+    h = chatty.delay()
+    wait_for(lambda: ztq.ping(h) == "error")
+    wait_for(lambda: h.id in written(stream), timeout=5)
+    [end] = [x for x in parsed(stream) if x.get("task_id") == h.id]
+    assert (end["event"], end["outcome"], end["error"]) == ("end", "failed", "UnsupportedTask")
+    assert "async pool" in end["detail"] and end["task"] == "tests.logs.chatty"
+
+
 def runs_of(text: str) -> list[str]:
     return [line for line in text.splitlines() if "ztq.runs" in line]
 
 
 LINES = [
-    ("end", "done", "abc123", "shop.mail", "mail", 1, 1_700_000_000.25, 12.34, ""),
-    ("end", "failed", "abc124", "shop.mail", "mail", 3, 1_700_000_001.5, 0.04, "ValueError"),
-    ("start", "", "abc125", "shop.mail", "mail", 2, 1_700_000_002.0, 0.0, ""),
-]
+    ("end", "done", "abc123", "shop.mail", "mail", 1, 1_700_000_000.25, 12.34, "", ""),
+    ("end", "failed", "abc124", "shop.mail", "mail", 3, 1_700_000_001.5, 0.04, "ValueError", ""),
+    ("start", "", "abc125", "shop.mail", "mail", 2, 1_700_000_002.0, 0.0, "", ""),
+    ("end", "failed", "abc126", "shop.nope", "mail", 1, 1_700_000_002.5, 0.1, "UnknownTask",
+     "no task named 'shop.nope'"),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize("fmt", ["text", "json"])
@@ -142,7 +204,7 @@ def test_a_run_line_without_a_record_reads_as_the_record_would(
     for n, line in enumerate(LINES):
         runs._emit(logging.DEBUG if line[0] == "start" else logging.INFO, 1_700_000_003.0 + n, line)
     fast = runs_of(written(stream))  # (other tests' threads may log meanwhile)
-    assert len(fast) == 3 and handler.alone(LogRuns.log, logging.INFO)
+    assert len(fast) == 4 and handler.alone(LogRuns.log, logging.INFO)
     other = logging.StreamHandler(io.StringIO())
     LogRuns.log.addHandler(other)  # a handler on the way: a record is made
     try:
@@ -152,9 +214,12 @@ def test_a_run_line_without_a_record_reads_as_the_record_would(
             runs._emit(level, 1_700_000_003.0 + n, line)
     finally:
         LogRuns.log.removeHandler(other)
-    assert runs_of(written(stream))[3:] == fast
+    assert runs_of(written(stream))[4:] == fast
     assert "task failed id=abc124 task=shop.mail queue=mail attempt=3 started=" in fast[1]
     assert fast[1].endswith("runtime_ms=0.0 error=ValueError") or fmt == "json"
+    assert fast[3].endswith("error=UnknownTask detail=\"no task named 'shop.nope'\"") or (
+        fmt == "json" and json.loads(fast[3])["detail"] == "no task named 'shop.nope'"
+    )
 
 
 def test_lines_wait_in_memory_until_a_warning_or_a_flush_keeping_their_order(log_to) -> None:

@@ -4,13 +4,17 @@
 -- ARGV: 1 mode: 'ids' (the ids follow from ARGV[3]); 'cancel' (the same, but only tasks
 --       that have not run: queued, buffered or delayed); 'ready' (the ready lists, then the
 --       overflow buffer), 'delayed' or 'errors' (purge up to ARGV[2] tasks of that list),
---       2 limit. Room made in the ready lists is filled from the overflow buffer.
--- Returns: {deleted, taken}: records deleted, entries taken off a list (purge loops until 0).
---          A running task is never deleted here (its worker holds it; kill it first), nor is
---          an id whose record is gone.
+--       2 limit, 3 ('ready' only) how many leftovers a call may drop at most.
+--       Room made in the ready lists is filled from the overflow buffer.
+-- Returns: {deleted, taken, dropped}: records deleted; ids given, or tasks taken off a list
+--          (purge loops until 0); leftovers dropped ('ready': a purge drops the leftovers it
+--          meets without counting them as tasks, and stops at the limit of tasks or of
+--          leftovers, whichever comes first, so taken = 0 and dropped = that limit means go
+--          on). A running task is never deleted here (its worker holds it; kill it first),
+--          nor is an id whose record is gone.
 local ready = {high = KEYS[2], normal = KEYS[3], low = KEYS[4]}
 local mode, limit = ARGV[1], tonumber(ARGV[2])
-local deleted, taken = 0, 0
+local deleted, taken, dropped = 0, 0, 0
 local unready = 0  -- tasks taken off the ready lists: room made for a full queue
 if mode == 'ids' or mode == 'cancel' then
   for i = 3, #ARGV do
@@ -34,19 +38,25 @@ if mode == 'ids' or mode == 'cancel' then
     end
   end
 elseif mode == 'ready' then
+  -- Each live task is taken once, whatever form its entry has (`id`, or `id#n` after a move
+  -- or a re-add); a leftover (or an entry whose record is gone) is dropped, not counted:
+  -- the caller compares `taken` with the tasks it counted (LLEN - leftovers).
+  local most = tonumber(ARGV[3]) or 1000
   for _, name in ipairs({'high', 'normal', 'low', 'overflow'}) do
     local list = name == 'overflow' and KEYS[9] or ready[name]
     local want = name == 'overflow' and 'overflow' or 'queued'
     local marked = redis.call('HEXISTS', KEYS[1], '#' .. name) == 1
-    while taken < limit do
+    while taken < limit and dropped < most do
       local entry = redis.call('LPOP', list)
       if not entry then break end
-      taken = taken + 1  -- leftovers included: a purge loops until nothing is taken
       local id = popped(KEYS[1], name, entry, want, marked)
       if id then
         if want == 'queued' then unready = unready + 1 end
         redis.call('HDEL', KEYS[1], id)
         deleted = deleted + 1
+        taken = taken + 1
+      else
+        dropped = dropped + 1
       end
     end
   end
@@ -68,4 +78,4 @@ if unready > 0 then
   room_made({tasks = KEYS[1], ready = ready, overflow = KEYS[9], room = KEYS[10],
     wake = KEYS[11]}, tonumber(cfg[1]), cfg[2], unready, 1000)
 end
-return {deleted, taken}
+return {deleted, taken, dropped}
