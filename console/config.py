@@ -22,7 +22,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -129,15 +129,55 @@ def check_secret(secret: str) -> str:
     return secret
 
 
-def _entries(text: str, setting: str, shape: str) -> Iterator[tuple[str, list[str]]]:
+INI_LINE = re.compile(r"^(?P<path>.+):(?P<line>\d+)$")
+
+
+def _locator(source: str) -> Callable[[str], str | None]:
+    """Where each entry of a setting is written, in order: ``source`` is where the setting
+    came from; when it is an ini file's line (``app.ini:12``, the key's), an entry is found
+    on that line or after it, after the previous entry, and named by its own line. None
+    otherwise (the environment, Pyramid settings without a file), or when not found."""
+    match = INI_LINE.match(source)
+    path = Path(match["path"]) if match else None
+    if match is None or path is None or not path.is_file():
+        return lambda entry: None
+    lines = path.read_text(encoding="utf-8").splitlines()
+    cursor = [max(int(match["line"]) - 1, 0), 0]  # line index, column
+
+    def locate(entry: str) -> str | None:
+        for index in range(cursor[0], len(lines)):
+            column = lines[index].find(entry, cursor[1] if index == cursor[0] else 0)
+            if column >= 0:
+                cursor[:] = [index, column + len(entry)]
+                return f"{path}:{index + 1}"
+        return None
+
+    return locate
+
+
+def _entries(
+    text: str, setting: str, shape: str, source: str = ""
+) -> Iterator[tuple[str, list[str]]]:
     """The entries of a one-entry-a-line setting (``;`` separates them too; blank lines and
-    ``#`` comments skipped) as (where, fields), each with as many fields as ``shape`` has."""
-    for number, line in enumerate(re.split(r"[\n;]", text or ""), start=1):
+    ``#`` comments skipped) as (where, fields), each with as many fields as ``shape`` has.
+
+    ``where`` names the entry's own line when ``source`` (where the setting came from) is an
+    ini file (``app.ini:14: ztq.console.users``), else the source and the entry's number
+    (``environment variable ZTQ_CONSOLE_USERS: ztq.console.users entry 2``).
+    """
+    locate = _locator(source)
+    count = 0
+    for line in re.split(r"[\n;]", text or ""):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
+        count += 1
         parts = line.split()
-        where = f"ztq.console.{setting} entry {number}"
+        at = locate(line)
+        if at is not None:
+            where = f"{at}: ztq.console.{setting}"
+        else:
+            where = f"{source + ': ' if source else ''}ztq.console.{setting} entry {count}"
         if len(parts) != len(shape.split()):
             raise ConfigError(f"{where} must be '{shape}', found {len(parts)} fields")
         yield where, parts
@@ -149,17 +189,19 @@ def _role(where: str, role: str) -> str:
     return role
 
 
-def parse_users(text: str) -> dict[str, User]:
-    """Parse ``NAME ROLE HASH`` lines."""
+def parse_users(text: str, source: str = "") -> dict[str, User]:
+    """Parse ``NAME ROLE HASH`` lines; an error names the user and, when ``source`` is an
+    ini line (the key's, as resolved), the user's own line of that file."""
     users: dict[str, User] = {}
-    for where, (name, role, hashed) in _entries(text, "users", "NAME ROLE HASH"):
+    for at, (name, role, hashed) in _entries(text, "users", "NAME ROLE HASH", source):
+        where = f"{at}, user {name!r}"
         if not USER_NAME.match(name):
-            raise ConfigError(f"{where}: user name {name!r} is not allowed")
+            raise ConfigError(f"{at}: user name {name!r} is not allowed")
         _role(where, role)
         if not is_valid_hash(hashed):
-            raise ConfigError(f"{where}: the hash of {name!r} is not from 'ztq hash-password'")
+            raise ConfigError(f"{where}: the hash is not from 'ztq hash-password'")
         if name in users:
-            raise ConfigError(f"{where}: user {name!r} is listed twice")
+            raise ConfigError(f"{where}: the user is listed twice")
         users[name] = User(name, role, hashed)
     return users
 
@@ -177,11 +219,11 @@ def parse_proxies(text: str) -> tuple[Network, ...]:
     return tuple(networks)
 
 
-def parse_roles(text: str) -> dict[str, str]:
-    """Parse ``GROUP ROLE`` lines -> {group: role}."""
+def parse_roles(text: str, source: str = "") -> dict[str, str]:
+    """Parse ``GROUP ROLE`` lines -> {group: role}; errors name the group and its line."""
     return {
-        group: _role(where, role)
-        for where, (group, role) in _entries(text, "sso_roles", "GROUP ROLE")
+        group: _role(f"{where}, group {group!r}", role)
+        for where, (group, role) in _entries(text, "sso_roles", "GROUP ROLE", source)
     }
 
 
@@ -237,13 +279,18 @@ def load(
                 raise
             raise ConfigError(f"{resolved.source}: {exc}") from None
 
+    def lines(name: str, parse_lines: Any) -> Any:
+        """A one-entry-a-line setting: its errors name the entry's own line (or number)."""
+        resolved = got[name]
+        return parse_lines(resolved.value, "" if resolved.source == "default" else resolved.source)
+
     secret = checked("console.secret", check_secret)
-    users = checked("console.users", parse_users)
+    users = lines("console.users", parse_users)
     proxies = checked("console.trusted_proxies", parse_proxies)
     sso = make_sso(
         checked("console.sso_header", header_name),
         checked("console.sso_groups_header", header_name),
-        checked("console.sso_roles", parse_roles),
+        lines("console.sso_roles", parse_roles),
         proxies,
     )
     if not users and sso is None:

@@ -456,4 +456,5 @@ MESSAGES: dict[str, str] = {
     "{name}: at most {n} tasks waiting; producers wait up to {s} s for room.": "{name}：最多 {n} 个任务等待；生产者最多等待 {s} 秒空位。",
     "{name}: at most {n} tasks waiting; more wait in the overflow buffer.": "{name}：最多 {n} 个任务等待；更多的任务在溢出缓冲中等待。",
     "{name}: no pending limit.": "{name}：不限等待数量。",
+    "No runs in the last 24 hours yet.": "最近 24 小时还没有运行。",
 }

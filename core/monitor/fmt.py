@@ -104,17 +104,66 @@ def brief(value: Any, limit: int = 160) -> str:
     return _cut(value.replace("\n", " "), limit)
 
 
+def _literal(value: Any, out: list[str], budget: int, depth: int = 0) -> int:
+    """Append ``value`` as a Python literal to ``out`` (strings as JSON writes them, which
+    Python reads too; True, False and None; lists and dicts), stopping once ``budget``
+    characters are written or 50 levels deep: a 100 kB or 5,000-deep argument costs what
+    the cut shows. Returns the budget left."""
+    if budget <= 0:
+        return budget
+    if depth > 50:
+        out.append(ELLIPSIS)
+        return budget - 1
+    if isinstance(value, (list, tuple)):
+        opened, closed, items = "[", "]", [(None, v) for v in value]
+    elif isinstance(value, dict):
+        opened, closed, items = "{", "}", list(value.items())
+    else:
+        if value is None or isinstance(value, bool):
+            text = repr(value)
+        else:
+            text = json.dumps(value, ensure_ascii=False, default=str)
+        out.append(text)
+        return budget - len(text)
+    out.append(opened)
+    budget -= 1
+    for n, (key, item) in enumerate(items):
+        if budget <= 0:
+            return budget
+        if n:
+            out.append(", ")
+            budget -= 2
+        if key is not None:
+            text = json.dumps(str(key), ensure_ascii=False) + ": "
+            out.append(text)
+            budget -= len(text)
+        budget = _literal(item, out, budget, depth + 1)
+    out.append(closed)
+    return budget - 1
+
+
 def call(record: Any, limit: int = 160) -> str:
-    """A task record's arguments as a call: ``(1, 2, to="ann")``, cut to ``limit``."""
+    """A task record's call as Python writes it, the task's short name first:
+    ``add(1, 2, to="ann")``, ``boom("b.bad")``, cut to ``limit``. (Without the name a lone
+    argument read ``("b.bad")``, neither a tuple nor plainly a call.)"""
     if record is None:
         return ""
     if getattr(record, "payload_error", ""):
         return _cut(record.payload_text.replace("\n", " "), limit)
-    parts = [json.dumps(a, ensure_ascii=False, default=str) for a in record.args]
-    parts += [
-        f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in record.kwargs.items()
-    ]
-    return _cut("(" + ", ".join(parts) + ")", limit)
+    out = [str(record.task).rsplit(".", 1)[-1], "("]
+    budget = limit + 1 - len(out[0])
+    for n, value in enumerate(record.args):
+        if budget <= 0:
+            break
+        out.append(", " if n else "")
+        budget = _literal(value, out, budget - (2 if n else 0))
+    for n, (key, value) in enumerate(record.kwargs.items()):
+        if budget <= 0:
+            break
+        out.append(f"{', ' if n or record.args else ''}{key}=")
+        budget = _literal(value, out, budget - len(out[-1]))
+    out.append(")")
+    return _cut("".join(out).replace("\n", " "), limit)
 
 
 def error_type(record: Any) -> str:

@@ -192,3 +192,42 @@ def test_operator_opens_every_page_and_redoes_a_failed_task(
     assert "工作状态" in page.inner_text("nav.main-nav")
     page.click("#lang button[value=en]")
     assert not problems, problems
+
+
+def test_the_last_hour_table_fits_its_card_at_1280(
+    store: Storage, server: str, browser: Any
+) -> None:
+    """Issue 24: on the queue page at 1280 px the p50/p95/p99 table of the last hour was cut
+    off by its card; it fits (or scrolls) inside it, inside the viewport, in both languages."""
+    from tests.core.test_timings import _run
+
+    for i in range(20):
+        _run(store, 1_234_567, 2000 if i < 18 else 5_400_000, fail=i == 19)
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(server + "/login")
+    page.fill("input[name=username]", "ann")
+    page.fill("input[name=password]", PASSWORD)
+    page.click("#login button")
+    page.wait_for_url(server + "/workers")
+    for lang in ("en", "zh"):
+        page.goto(server + "/queues/default")
+        if lang == "zh":
+            page.click("#lang button[value=zh]")
+        boxes = page.evaluate(
+            """() => {
+              const table = document.querySelector('section.times table');
+              const card = table.closest('.card');
+              const box = e => e.getBoundingClientRect().toJSON();
+              const scroller = table.parentElement;
+              return {table: box(table), card: box(card), scroller: box(scroller),
+                      scrolls: scroller !== card && scroller.scrollWidth > scroller.clientWidth,
+                      viewport: document.documentElement.clientWidth};
+            }"""
+        )
+        table, card, scroller = boxes["table"], boxes["card"], boxes["scroller"]
+        assert card["right"] <= boxes["viewport"], (lang, boxes)
+        if not boxes["scrolls"]:  # the table fits its card whole
+            assert table["right"] <= card["right"] - 1, (lang, boxes)
+        else:  # or scrolls inside a box that itself fits
+            assert scroller["right"] <= card["right"], (lang, boxes)
+    page.close()

@@ -366,3 +366,59 @@ def test_red_markers_explain_themselves(operator: TestApp, store: Storage) -> No
     running = operator.get("/running").html
     [expired] = [s for s in running.select("span.bad-text") if "expired" in s.get_text()]
     assert "stopped renewing the lease" in expired["title"] and lease.id
+
+
+def test_the_24_hour_charts_of_a_fresh_queue_say_they_are_empty(
+    operator: TestApp, store: Storage
+) -> None:
+    """Issue 24: no run yet drew two empty boxes without a word; the page (not a script)
+    says why they are empty, in English and in Chinese."""
+    t.add.enqueue((1, 2), queue="fresh")  # a queue, but nothing has run in it
+    en = operator.get("/queues/fresh").html
+    charts = en.select("section.times .card.chart")
+    assert len(charts) == 2
+    for chart in charts:
+        assert "No runs in the last 24 hours yet" in chart.get_text(), chart
+    page = operator.get("/queues/fresh").forms["lang"].submit("lang", value="zh")
+    zh = operator.get("/queues/fresh").html
+    for chart in zh.select("section.times .card.chart"):
+        assert "最近 24 小时还没有运行" in chart.get_text(), chart
+    assert page.status_int in (200, 303)
+
+
+def test_the_24_hour_charts_with_runs_have_no_empty_note(operator: TestApp, store: Storage) -> None:
+    """One slot of runs (a new install's first minutes) draws a dot per line, not nothing."""
+    t.add.enqueue((1, 2), queue="default")
+    scenario.work(store, "default")
+    page = operator.get("/queues/default").html
+    for chart in page.select("section.times .card.chart"):
+        assert "No runs in the last 24 hours yet" not in chart.get_text()
+        marks = chart.select("svg polyline.p50")
+        # a polyline of one point draws nothing: a lone slot is a dot (zero length, round caps)
+        dots = [m for m in marks if len(set(m["points"].split())) == 1]
+        assert marks and all("dot" in m["class"] and " " in m["points"] for m in dots), chart
+
+
+def test_arguments_read_as_a_python_call(operator: TestApp, store: Storage) -> None:
+    """Issue 24: one argument read ``("b.bad")``, like a string in parentheses rather than
+    a call or a tuple; every row reads as the call made, in Python's syntax."""
+    t.boom.enqueue(("b.bad",), queue="calls")
+    t.add.enqueue((1, 2), queue="calls")
+    t.noop.enqueue((), queue="calls")
+    t.noop.enqueue((True, None, [1.5, {"k": False}]), {"to": "ann"}, queue="calls")
+    cells = {td.get_text() for td in operator.get("/queues/calls").html.select("td.args")}
+    assert cells == {'boom("b.bad")', "add(1, 2)", "noop()",
+                     'noop(True, None, [1.5, {"k": False}], to="ann")'}  # fmt: skip
+
+
+def test_a_call_is_cut_to_its_limit_and_survives_deep_nesting() -> None:
+    from types import SimpleNamespace
+
+    deep: list = []
+    for _ in range(5000):
+        deep = [deep]
+    rec = SimpleNamespace(task="m.f", args=["x" * 500, deep], kwargs={}, payload_error="")
+    text = fmt.call(rec, limit=40)
+    assert len(text) == 40 and text.startswith('f("xxx') and text.endswith("…")
+    rec = SimpleNamespace(task="m.f", args=[deep], kwargs={}, payload_error="")
+    assert fmt.call(rec).startswith("f([[[[") and len(fmt.call(rec)) <= 160

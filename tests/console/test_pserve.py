@@ -109,3 +109,54 @@ def test_pserve_refuses_to_start_without_a_secret(redis_url: str, tmp_path: Path
                           capture_output=True, text=True, timeout=30)  # fmt: skip
     assert done.returncode != 0
     assert "no secret" in done.stderr + done.stdout
+
+
+def test_a_bad_user_is_reported_at_its_own_line(
+    redis_url: str, user_lines: str, tmp_path: Path
+) -> None:
+    """The second user's bad role names that user and the ini line it is written on, not
+    the line of ``ztq.console.users =`` and a count of the value's lines (issue 24)."""
+    ann, vic = user_lines.splitlines()
+    bob = vic.replace("vic viewer", "bob admin")
+    ini = tmp_path / "app.ini"
+    lines = [
+        "[app:main]",
+        "use = egg:ztq",
+        f"ztq.redis_url = {redis_url}",
+        f"ztq.console.secret = {SECRET}",
+        "ztq.console.users =",
+        f"    {ann}",
+        "#    carl viewer scrypt$...",
+        "",
+        f"    {bob}",
+        "",
+        "[server:main]",
+        "use = egg:waitress#main",
+        f"listen = 127.0.0.1:{free_port()}",
+    ]
+    ini.write_text("\n".join(lines) + "\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZTQ_")}
+    pserve = Path(sys.executable).with_name("pserve")
+    done = subprocess.run([str(pserve), str(ini)], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=30)  # fmt: skip
+    out = done.stderr + done.stdout
+    assert done.returncode != 0
+    assert f"{ini}:9: ztq.console.users, user 'bob': role 'admin' must be one of" in out, out
+    assert "entry" not in out, out
+
+
+def test_a_bad_user_from_the_environment_is_named(user_lines: str) -> None:
+    from ztq.console.config import load
+    from ztq.core.errors import ConfigError
+
+    ann, vic = user_lines.splitlines()
+    users = f"{ann};{vic.replace('vic viewer', 'bob admin')}"
+    try:
+        load({}, {"ZTQ_CONSOLE_SECRET": SECRET, "ZTQ_CONSOLE_USERS": users})
+    except ConfigError as exc:
+        assert str(exc).startswith(
+            "environment variable ZTQ_CONSOLE_USERS: ztq.console.users entry 2, user 'bob': "
+            "role 'admin' must be one of"
+        ), exc
+    else:
+        raise AssertionError("a bad role was accepted")

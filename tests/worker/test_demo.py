@@ -223,3 +223,43 @@ def test_the_redis_password_is_masked() -> None:
 def test_the_demo_masks_a_sentinel_password_too() -> None:
     shown = mask_url("redis+sentinel://:pw@h1:26379,h2:26379/main/0?sentinel_password=s3")
     assert "pw" not in shown and "s3" not in shown and shown.count("***") == 2
+
+
+def test_on_a_users_redis_the_demo_keeps_to_its_own_prefix(redis_url: str, tmp_path: Path) -> None:
+    """Issue 24: with ``ZTQ_REDIS_URL`` exported (and ``ZTQ_PREFIX`` too) the demo wrote its
+    tasks, errors and worker into the user's own keys. It uses ``ztq-demo`` there, and says
+    so; the user's keys under ``ztq`` stay as they were, byte for byte."""
+    import redis
+
+    import ztq.core as ztq
+    from tests import sample_tasks as t
+
+    t.add.enqueue((1, 2))  # the user's own data, under the prefix ztq
+    t.boom.enqueue(("b.bad",), queue="mail")
+    client = redis.Redis.from_url(redis_url)
+    assert ztq.get_storage().keys.prefix == "ztq"
+
+    def users_keys() -> dict[bytes, bytes | None]:
+        return {k: client.dump(k) for k in client.scan_iter(match="ztq:*")}
+
+    before = users_keys()
+    assert before
+    env = {**os.environ, "ZTQ_REDIS_URL": redis_url, "ZTQ_PREFIX": "ztq"}
+    demo = Demo(tmp_path / "run", env)
+    try:
+        demo.wait_for(lambda lines: sum(done_counts(lines)) >= 3, timeout=40)
+        demo.wait_for(lambda lines: any(re.search(r"errors [1-9]", x) for x in lines), timeout=40)
+        banner = "\n".join(demo.lines)
+        demo.proc.send_signal(signal.SIGINT)
+        code, stderr = demo.finish()
+    finally:
+        if demo.proc.poll() is None:
+            demo.proc.kill()
+    assert code == 0 and stderr == "", stderr
+    assert users_keys() == before  # nothing of the demo among the user's keys
+    assert re.search(r"redis\s.*\(from ZTQ_REDIS_URL\).*prefix ztq-demo", banner), banner
+    ours = {k.decode() for k in client.scan_iter(match="ztq-demo:*")}
+    assert any("mail" in k for k in ours) and any("default" in k for k in ours), ours
+    strays = {k.decode() for k in client.scan_iter()} - ours - {k.decode() for k in before}
+    assert not strays, strays
+    client.close()

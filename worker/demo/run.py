@@ -1,5 +1,9 @@
 """``make run``: Redis (embedded unless ``ZTQ_REDIS_URL``), a worker, the console, demo tasks.
 
+On a Redis it did not start (``ZTQ_REDIS_URL``) the demo keeps to its own key prefix,
+``ztq-demo``, whatever ``ZTQ_PREFIX`` says: its tasks, errors, worker and cron entry never
+mix with the user's own queues, and its console shows only them. The summary says so.
+
 The terminal keeps the demo's own summary (console URL, login, Redis, what runs, where the
 logs are) and one status line; the worker, the console and an embedded Redis log to files
 in ``.run/`` (``--run-dir``). Enter prints the login again; Ctrl-C or SIGTERM prints it once
@@ -37,6 +41,8 @@ ROOT = Path(__file__).resolve().parents[2]  # worker/demo/run.py -> the repo roo
 WORKER = "demo-worker"
 QUEUES = ("default:2", "mail:1", "pdf:1:process")  # --queue flags of the demo's worker
 USER = "admin"
+EMBEDDED_PREFIX = "ztq"  # its own redis-server: ztq's default, as `ztq info` reads it
+DEMO_PREFIX = "ztq-demo"  # a Redis it did not start: apart from the user's keys
 
 
 def produce_some() -> None:
@@ -119,6 +125,7 @@ class Demo:
         self.password = secrets.token_urlsafe(9)
         self.redis_proc: RedisProcess | None = None
         self.redis_text = ""
+        self.prefix = EMBEDDED_PREFIX
         self.storage: ztq.Storage | None = None
         self.tally = Tally(self.every)
         self.children: dict[str, subprocess.Popen[bytes]] = {}  # worker, console
@@ -136,7 +143,9 @@ class Demo:
         url = os.environ.get("ZTQ_REDIS_URL")
         self.screen.block("", "  ztq demo: starting Redis, a worker and the console ...")
         if url:
-            self.redis_text = f"{mask_url(url)} (from ZTQ_REDIS_URL)"
+            self.prefix = DEMO_PREFIX
+            self.redis_text = (f"{mask_url(url)} (from ZTQ_REDIS_URL), prefix {DEMO_PREFIX}: "
+                               "the demo's keys only, yours are left alone")  # fmt: skip
         else:
             (self.run_dir / "redis.log").unlink(missing_ok=True)  # redis-server appends
             self.redis_proc = RedisProcess(
@@ -146,11 +155,12 @@ class Demo:
             self.logs["redis"] = self.run_dir / "redis.log"
             self.redis_text = (f"embedded redis-server on port {self.redis_proc.port} "
                                f"(pid {self.redis_proc.pid}), stopped at exit")  # fmt: skip
-        self.storage = ztq.connect(url)
+        self.storage = ztq.connect(url, prefix=self.prefix)  # the demo tasks go there too
         self.tally.look(self.storage)  # the baseline of the done / failed counts
         env = {
             **os.environ,
             "ZTQ_REDIS_URL": url,  # in the environment, not on a command line that ps shows
+            "ZTQ_PREFIX": self.prefix,  # the worker's and the console's, over an exported one
             "ZTQ_CONSOLE_SECRET": secrets.token_hex(32),
             "ZTQ_CONSOLE_USERS": f"{USER} operator {hash_password(self.password)}",
         }
