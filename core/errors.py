@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 
 class ZtqError(Exception):
     """Root of every error raised by ztq."""
@@ -72,6 +74,33 @@ class ResultTimeout(ZtqError, TimeoutError):
 
 class InvalidOption(ZtqError, ValueError):
     """An enqueue or task option has a value of the wrong type or out of range."""
+
+
+class UnknownOption(InvalidOption, TypeError):
+    """An option name that the call does not take (``enqueue(..., frist=True)``,
+    ``@task(retires=3)``); the message suggests the nearest known name. A ``TypeError`` as
+    well: that is what Python raised for an unexpected keyword before ztq checked it."""
+
+
+class WrongArguments(ZtqError, TypeError):
+    """A task's arguments do not fit its function's signature (a missing or an extra
+    argument, an unknown keyword): refused at the enqueue when the function is known, and by
+    the worker (which fails the task without retries) when it was not."""
+
+
+def unknown_name(kind: str, name: str, known: Iterable[str], where: str = "") -> str:
+    """The message for an unknown option or setting: ``unknown option 'frist' for enqueue;
+    did you mean 'first'? (known: ...)``. The suggestion is the nearest known name
+    (``difflib``), left out when none is close; ``known`` is listed sorted."""
+    import difflib  # only on this error path
+
+    names = sorted(known)
+    close = difflib.get_close_matches(name, names, n=1) if isinstance(name, str) else []
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return (
+        f"unknown {kind} {name!r}{' for ' + where if where else ''}{hint} "
+        f"(known: {', '.join(names)})"
+    )
 
 
 class NotReplicated(ZtqError):

@@ -25,6 +25,7 @@ from ztq.core.errors import (
     SerializationError,
     UnknownTask,
     UnsupportedTask,
+    WrongArguments,
 )
 from ztq.core.middleware.base import Outcome
 
@@ -97,14 +98,9 @@ def prepare(
         return _failure(name, exc, permanent=True)
     args, kwargs = payload.get("args", []), payload.get("kwargs", {})
     try:
-        tf.signature.bind(*args, **kwargs)
-    except TypeError as exc:
-        return _failure(
-            name,
-            TypeError(f"wrong arguments for {name}: {exc}"),
-            permanent=True,
-            kind="WrongArguments",
-        )
+        tf.check_arguments(tuple(args), kwargs)  # the producer's check (ztq.core.client)
+    except WrongArguments as exc:
+        return _failure(name, exc, permanent=True)
     return tf, args, kwargs, dict(payload.get("opts") or {})
 
 

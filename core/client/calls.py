@@ -7,21 +7,29 @@ callback carries its own options and callbacks).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
 import os
 import re
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ztq.core.client.current import app_or_default
 from ztq.core.engine.keys import check_queue, check_shards
 from ztq.core.engine.record import payload_list
-from ztq.core.errors import InvalidName, InvalidOption, SerializationError
+from ztq.core.errors import (
+    InvalidName,
+    InvalidOption,
+    SerializationError,
+    UnknownOption,
+    ZtqError,
+    unknown_name,
+)
 from ztq.core.states import Priority
 
 if TYPE_CHECKING:
@@ -139,6 +147,18 @@ def ztq_option_error(name: str) -> InvalidOption:
     return InvalidOption(
         f"{name} is ZTQ's option: use {option} ({example}) or ztq.core.contrib.compat"
     )
+
+
+def check_option_names(given: Iterable[str], known: Collection[str], what: str) -> None:
+    """Refuse an option name that ``what`` does not take: ZTQ's ``ztq_*`` names with the
+    ztq option that replaces them, any other with the nearest known name
+    (:class:`UnknownOption`, a ``TypeError`` too). Callers test the names cheaply first
+    (``known.issuperset(given)``) and call this only when one is unknown."""
+    for name in given:
+        if name not in known:
+            if isinstance(name, str) and name.startswith("ztq_"):
+                raise ztq_option_error(name)
+            raise UnknownOption(unknown_name("option", name, known, what))
 
 
 def _priority(value: Priority | str) -> Priority:
@@ -359,6 +379,34 @@ class TaskCall:
     def enqueue(self) -> TaskHandle:
         """Send the call now, or buffer it when a transaction is open."""
         return app_or_default(self.app).send(self)
+
+
+# the options of TaskCall(...), prepare and enqueue: its fields but the call itself
+OPTION_NAMES = frozenset(
+    f.name for f in fields(TaskCall) if f.init and f.name not in ("task", "args", "kwargs", "app")
+)
+_FIELD_NAMES = frozenset(f.name for f in fields(TaskCall) if f.init)
+
+
+def _checked_init(init: Callable[..., None]) -> Callable[..., None]:
+    """``TaskCall.__init__`` whose unknown keyword is an :class:`UnknownOption` naming the
+    nearest option (``replace``/``with_options`` go through it too); free when the names
+    are right: they are looked at only after the ``TypeError``."""
+
+    @functools.wraps(init)
+    def __init__(self: TaskCall, *args: Any, **kwargs: Any) -> None:  # noqa: N807
+        try:
+            init(self, *args, **kwargs)
+        except TypeError as exc:
+            if not isinstance(exc, ZtqError):  # not SerializationError: Python's own
+                check_option_names([k for k in kwargs if k not in _FIELD_NAMES],
+                                   OPTION_NAMES, "TaskCall")  # fmt: skip
+            raise
+
+    return __init__
+
+
+TaskCall.__init__ = _checked_init(TaskCall.__init__)  # type: ignore[method-assign]
 
 
 class CallTemplate:

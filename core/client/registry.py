@@ -13,11 +13,23 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
-from ztq.core.client.calls import CallTemplate, TaskCall, check_task_name, ztq_option_error
+from ztq.core.client.calls import (
+    OPTION_NAMES,
+    CallTemplate,
+    TaskCall,
+    check_option_names,
+    check_task_name,
+)
 from ztq.core.client.enqueue import asend, send
 from ztq.core.client.handle import TaskHandle
 from ztq.core.engine.keys import check_queue, shard_for
-from ztq.core.errors import ConfigError, InvalidOption, UnknownTask, UnsupportedTask
+from ztq.core.errors import (
+    ConfigError,
+    InvalidOption,
+    UnknownTask,
+    UnsupportedTask,
+    WrongArguments,
+)
 from ztq.core.messaging.broadcast import BroadcastHandle, send_broadcast
 from ztq.core.states import Priority
 
@@ -68,8 +80,20 @@ class TaskFunction(Generic[P, R]):
 
     @functools.cached_property
     def signature(self) -> inspect.Signature:
-        """The function's signature, computed once: workers check arguments with it."""
+        """The function's signature, computed once: :attr:`check_arguments` binds with it."""
         return inspect.signature(self.fn)
+
+    @functools.cached_property
+    def check_arguments(self) -> Callable[[tuple[Any, ...], dict[str, Any]], None]:
+        """``check_arguments(args, kwargs)``: raise :class:`WrongArguments` unless the call
+        binds to the function's signature as ``inspect.Signature.bind`` binds it. The one
+        check of both sides: ``delay``/``enqueue`` run it before anything is sent, the worker
+        before the run (for calls made without the function, ``TaskCall(name, ...)``)."""
+        try:
+            sig = self.signature
+        except (TypeError, ValueError):  # a callable without one (some builtins): unchecked
+            return lambda args, kwargs: None
+        return argument_check(self.name, sig)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.fn(*args, **kwargs)
@@ -89,8 +113,38 @@ class TaskFunction(Generic[P, R]):
         ``unique``, ``id``, ``callback``, ``on_failure``, ``on_progress``, ``timeout``,
         ``retries``, ``result_ttl``, ``shards``, ``pass_result`` (as a callback: the parent's result
         comes first in its arguments), ``replicas`` (wait for that many replicas to confirm
-        the enqueue: docs/scaling.md). Unknown names raise ``TypeError``.
+        the enqueue: docs/scaling.md), ``meta``. An unknown name raises
+        :class:`~ztq.core.errors.UnknownOption` naming the nearest one.
+
+        A prepared call may become a callback that the worker gives more arguments (the
+        parent's result first with ``pass_result``, ``error_code``/``error_message`` as
+        ``on_failure``, ``progress`` as ``on_progress``), so arguments are bound partially
+        here: too many, an unknown keyword or one given twice raise
+        :class:`~ztq.core.errors.WrongArguments`, a missing one does not. ``enqueue`` binds
+        in full, and binds the callbacks it carries with what the worker will add.
         """
+        return self._prepare(args, kwargs, options, "prepare")
+
+    def _prepare(
+        self,
+        args: tuple[Any, ...] | list[Any],
+        kwargs: dict[str, Any] | None,
+        options: dict[str, Any],
+        what: str,
+    ) -> TaskCall:
+        """The checked call: args and kwargs types, option names, arguments (in full, but
+        for ``prepare``: partially), callbacks as the worker will call them."""
+        if not isinstance(args, (tuple, list)):
+            raise InvalidOption(
+                f"args must be a tuple or list of arguments, not {type(args).__name__} {args!r}"
+            )
+        if kwargs is not None and not isinstance(kwargs, dict):
+            raise InvalidOption(
+                f"kwargs must be a dict of keyword arguments, not {type(kwargs).__name__} "
+                f"{kwargs!r}"
+            )
+        if options and not OPTION_NAMES.issuperset(options):
+            check_option_names(options, OPTION_NAMES, what)
         defaults: dict[str, Any] = {
             "queue": self.queue,
             "connection": self.connection,
@@ -102,13 +156,15 @@ class TaskFunction(Generic[P, R]):
             "shards": self.shards,
         }
         defaults.update(options)
-        try:
-            return TaskCall(self.name, tuple(args), dict(kwargs or {}), app=self.app, **defaults)
-        except TypeError:  # an unknown option: ZTQ's ztq_* names get a message that helps
-            for name in options:
-                if name.startswith("ztq_"):
-                    raise ztq_option_error(name) from None
-            raise
+        call = TaskCall(self.name, tuple(args), dict(kwargs or {}), app=self.app, **defaults)
+        if what != "prepare":
+            self.check_arguments(call.args, call.kwargs)
+        else:  # with pass_result, the parent's result will come first
+            args = (None, *call.args) if call.pass_result else call.args
+            partial_check(self, args, call.kwargs)
+        if call.callback or call.on_failure or call.on_progress:
+            check_callbacks(self.app, call)
+        return call
 
     def enqueue(
         self,
@@ -116,8 +172,9 @@ class TaskFunction(Generic[P, R]):
         kwargs: dict[str, Any] | None = None,
         **options: Any,
     ) -> TaskHandle[R]:
-        """Send one call with options (see :meth:`prepare`); returns its handle."""
-        return send(self.prepare(args, kwargs, **options))
+        """Send one call with options (see :meth:`prepare`); returns its handle. Nothing is
+        sent when the arguments do not bind to the function (``WrongArguments``)."""
+        return send(self._prepare(args, kwargs, options, "enqueue"))
 
     async def aenqueue(
         self,
@@ -126,17 +183,17 @@ class TaskFunction(Generic[P, R]):
         **options: Any,
     ) -> TaskHandle[R]:
         """:meth:`enqueue` from a coroutine (``redis.asyncio``, the same script)."""
-        return await asend(self.prepare(args, kwargs, **options))
+        return await asend(self._prepare(args, kwargs, options, "aenqueue"))
 
     async def adelay(self, *args: P.args, **kwargs: P.kwargs) -> TaskHandle[R]:
         """:meth:`delay` from a coroutine: never blocks the event loop."""
-        return await asend(self.prepare(args, kwargs))
+        return await asend(self._prepare(args, kwargs, {}, "adelay"))
 
     def broadcast(self, *args: P.args, **kwargs: P.kwargs) -> BroadcastHandle:
         """Run the task once on every live worker that serves its queue (reload a config,
         clear a local cache); the handle lists and waits for each worker's run. Workers
         that start later do not run it (see ``App.broadcast_catch_up``, docs/channels.md)."""
-        return send_broadcast(self.prepare(args, kwargs))
+        return send_broadcast(self._prepare(args, kwargs, {}, "broadcast"))
 
     def handle(self, task_id: str) -> TaskHandle[R]:
         """The handle of a task of this function from its id (its queue, or the shard of the
@@ -147,8 +204,11 @@ class TaskFunction(Generic[P, R]):
         return TaskHandle(task_id, queue, self.connection, "", self.app)
 
     def delay(self, *args: P.args, **kwargs: P.kwargs) -> TaskHandle[R]:
-        """Send one call now with the task's default options."""
-        return send(self.template().call(args, kwargs))
+        """Send one call now with the task's default options (its arguments checked as
+        :meth:`enqueue` checks them)."""
+        call = self.template().call(args, kwargs)
+        self.check_arguments(args, kwargs)
+        return send(call)
 
     def template(self) -> CallTemplate:
         """The call of this task with its default options, prepared once (rebuilt when an
@@ -159,6 +219,127 @@ class TaskFunction(Generic[P, R]):
         if cached is None or cached[0] != key:
             cached = self._template = (key, CallTemplate(self.prepare()))
         return cached[1]
+
+
+def refuse_unknown_options(what: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Decorate a function whose options are keyword-only parameters (``App.task``,
+    ``configure_queue``): an unknown keyword raises :class:`UnknownOption` naming the
+    nearest one, not Python's bare ``TypeError``. Not for hot paths: one more call."""
+
+    def decorate(f: Callable[P, R]) -> Callable[P, R]:
+        params = inspect.signature(f).parameters.values()
+        keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        accepted = frozenset(p.name for p in params if p.kind in keyword)
+        options = [p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY]
+
+        @functools.wraps(f)
+        def checked(*args: P.args, **kwargs: P.kwargs) -> R:
+            if kwargs and not accepted.issuperset(kwargs):
+                check_option_names([k for k in kwargs if k not in accepted], options, what)
+            return f(*args, **kwargs)
+
+        return checked
+
+    return decorate
+
+
+def argument_check(
+    name: str, sig: inspect.Signature
+) -> Callable[[tuple[Any, ...], dict[str, Any]], None]:
+    """The check of :attr:`TaskFunction.check_arguments`, fast for the common shapes (every
+    ``fn.delay()`` runs it): for a function of plain positional parameters (and optional
+    keyword-only ones) it compares counts, and, when none has a default, keyword names;
+    one of ``*args, **kwargs`` takes anything; any other call, or a signature of its own
+    (``ztq.core.contrib.compat``'s), asks ``sig.bind``."""
+
+    def bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        try:
+            sig.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise wrong_arguments(name, sig, exc) from None
+
+    if type(sig) is not inspect.Signature:
+        return bind
+    params = list(sig.parameters.values())
+    kinds = [p.kind for p in params]
+    if kinds == [inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD]:
+        return lambda args, kwargs: None
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    high = sum(1 for kind in kinds if kind in positional)  # they come first
+    optional = all(p.kind is p.KEYWORD_ONLY and p.default is not p.empty for p in params[high:])
+    if not optional:  # *args, **kwargs or a keyword-only parameter that must be given
+        return bind
+    low = sum(1 for p in params[:high] if p.default is p.empty)
+    by_keyword = low == high == len(params) and inspect.Parameter.POSITIONAL_ONLY not in kinds
+    # the names a call with n positional arguments must give as keywords, n = 0..high
+    rest = [frozenset(p.name for p in params[n:]) for n in range(high + 1)]
+
+    def check(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        n = len(args)
+        if not kwargs:
+            if low <= n <= high:
+                return
+        elif by_keyword and n + len(kwargs) == high and rest[n].issuperset(kwargs):
+            return
+        bind(args, kwargs)
+
+    return check
+
+
+def partial_check(
+    tf: TaskFunction[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
+    """``bind_partial`` with the task's signature: too many arguments, an unknown or a
+    repeated keyword raise :class:`WrongArguments`; missing ones may come later (a
+    callback's)."""
+    try:
+        sig = tf.signature
+    except (TypeError, ValueError):  # a callable without one: unchecked
+        return
+    try:
+        sig.bind_partial(*args, **kwargs)
+    except TypeError as exc:
+        raise wrong_arguments(tf.name, sig, exc) from None
+
+
+def wrong_arguments(name: str, sig: inspect.Signature, exc: TypeError) -> WrongArguments:
+    """``send_mail(to, subject): missing a required argument: 'subject'``."""
+    bare = [p.replace(annotation=p.empty) for p in sig.parameters.values()]
+    shown = inspect.Signature(bare)  # the parameters without annotations
+    return WrongArguments(f"{name}{shown}: {exc}")
+
+
+# what the worker adds to a callback's call (core/middleware/policies.py Callbacks)
+_FAILURE_ARGUMENTS = {"error_code": "", "error_message": ""}
+
+
+def check_callbacks(app: App, call: TaskCall) -> None:
+    """Bind the callbacks ``call`` carries (and theirs) as the worker will call them, when
+    ``app`` knows their function: ``callback`` with the parent's result first if it
+    ``pass_result``, ``on_failure`` with ``error_code`` and ``error_message``,
+    ``on_progress`` with ``progress`` (for functions with a signature of their own, such as
+    compat's, which spreads ``progress``, only partially)."""
+    for role in ("callback", "on_failure", "on_progress"):
+        cb: TaskCall | None = getattr(call, role)
+        if cb is None:
+            continue
+        try:
+            tf = app.registry.lookup(cb.task)
+        except UnknownTask:  # a task of another process: its worker checks it
+            tf = None
+        if tf is not None:
+            args, kwargs = cb.args, cb.kwargs
+            if role == "callback" and cb.pass_result:
+                args = (None, *args)
+            elif role == "on_failure":
+                kwargs = {**kwargs, **_FAILURE_ARGUMENTS}
+            if role != "on_progress":
+                tf.check_arguments(args, kwargs)
+            elif type(tf.signature) is inspect.Signature:
+                tf.check_arguments(args, {**kwargs, "progress": {}})
+            else:
+                partial_check(tf, args, kwargs)
+        check_callbacks(app, cb)
 
 
 def make_task(

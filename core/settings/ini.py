@@ -9,6 +9,7 @@ silently), and a setting given in both sections with different values is refused
 
 from __future__ import annotations
 
+import ast
 import configparser
 import os
 import re
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ztq.core.errors import ConfigError
+from ztq.core.errors import ConfigError, unknown_name
 from ztq.core.settings import table as core
 from ztq.core.settings.parsers import number
 from ztq.core.settings.resolver import IniValue, Setting, Table, by_name, parse
@@ -77,8 +78,7 @@ def app_values(
             continue
         where = _where(path, APP_SECTION, key)
         if key not in known_keys:
-            known = ", ".join(sorted(known_keys))
-            raise ConfigError(f"{where}: unknown setting {key!r}; known: {known}")
+            raise ConfigError(f"{where}: {unknown_name('setting', key, known_keys)}")
         setting = ours.get(key)
         if setting is None:  # another component's
             continue
@@ -134,8 +134,8 @@ def worker_values(
                 ztq[key] = IniValue(raw, where, key)
             continue
         if key not in known_keys:
-            known = ", ".join(sorted([*known_keys, *ZTQ_REDIS_KEYS]))
-            raise ConfigError(f"{where}: unknown option {key!r}; known: {known}")
+            known = [*known_keys, *ZTQ_REDIS_KEYS]
+            raise ConfigError(f"{where}: {unknown_name('option', key, known)}")
         setting = ours.get(key)
         if setting is None or raw.strip() == "":  # another component's, or unset
             continue
@@ -188,6 +188,24 @@ class IniFile:
     ztq_style: bool = False
 
 
+def ini_error(file: Path, exc: configparser.Error) -> str:
+    """configparser's error as one line at its file and line (its own text spans several
+    lines and repeats the path)."""
+    if isinstance(exc, configparser.MissingSectionHeaderError):
+        return f"{file}:{exc.lineno}: {exc.line.strip()!r} stands before any [section]"
+    if isinstance(exc, configparser.ParsingError) and exc.errors:
+        lineno, line = exc.errors[0]
+        if line[:1] in "'\"":  # Python before 3.13 keeps the line's repr
+            line = ast.literal_eval(line)
+        more = f" (and {len(exc.errors) - 1} more lines)" if len(exc.errors) > 1 else ""
+        return f"{file}:{lineno}: {line.strip()!r} is not 'key = value'{more}"
+    if isinstance(exc, configparser.DuplicateOptionError):
+        return f"{file}:{exc.lineno}: {exc.option!r} is given twice in [{exc.section}]"
+    if isinstance(exc, configparser.DuplicateSectionError):
+        return f"{file}:{exc.lineno}: [{exc.section}] is given twice"
+    return f"{file}: {str(exc).splitlines()[0]}"
+
+
 def read_ini(path: str | os.PathLike[str], table: Table) -> IniFile:
     """Read ``path`` (a worker file or ``app.ini``) for the settings of ``table`` and core's;
     ConfigError on a missing or bad file."""
@@ -202,7 +220,7 @@ def read_ini(path: str | os.PathLike[str], table: Table) -> IniFile:
     try:
         parser.read(file, encoding="utf-8")
     except configparser.Error as exc:
-        raise ConfigError(f"{file}: {exc}") from exc
+        raise ConfigError(ini_error(file, exc)) from exc
     app = dict(parser.items(APP_SECTION)) if parser.has_section(APP_SECTION) else {}
     values = app_values(app, table, file)
     both = [s for s in WORKER_SECTIONS if parser.has_section(s)]

@@ -19,7 +19,7 @@ from ztq.core import (
     task_id_for,
 )
 from ztq.core.engine.record import decode_payload
-from ztq.core.errors import ConfigError
+from ztq.core.errors import ConfigError, UnknownOption, WrongArguments
 
 
 def test_id_is_md5_of_documented_canonical_json() -> None:
@@ -161,7 +161,10 @@ def test_a_call_from_the_tasks_template_equals_a_prepared_one(args: tuple, kwarg
     are those of prepare() (the canonical JSON shortcut for flat ASCII arguments included)."""
     for fn in (t.add, t.send, t.urgent, with_options):
         made = fn.template().call(args, dict(kwargs))
-        prepared = fn.prepare(args, kwargs)
+        try:
+            prepared = fn.prepare(args, kwargs)
+        except WrongArguments:  # not this function's arguments: the same call, unchecked
+            prepared = fn.prepare().with_options(args=args, kwargs=kwargs)
         assert made == prepared and made.payload() == prepared.payload()
         assert made.resolve_id() == prepared.resolve_id()
         assert made.resolve_id() == task_id_for(made.queue, made.task, list(args), kwargs)
@@ -202,3 +205,74 @@ def test_the_prebuilt_json_encoders_write_what_json_writes() -> None:
     for value in values:
         for encoder in (_COMPACT, _CANONICAL):
             assert run(encoder.encode, value) == run(encoder.plain.encode, value), value
+
+
+# -- arguments bound at the call: the fast path agrees with Signature.bind ----------------
+def _plain(a, b): ...  # type: ignore[no-untyped-def]
+def _defaults(a, b=1, c=2): ...  # type: ignore[no-untyped-def]
+def _positional_only(a, /, b): ...  # type: ignore[no-untyped-def]
+def _keyword_only(a, *, k): ...  # type: ignore[no-untyped-def]
+def _keyword_default(a, *, k=1): ...  # type: ignore[no-untyped-def]
+def _star(*args, **kwargs): ...  # type: ignore[no-untyped-def]
+def _star_kwargs(a, b=2, **kw): ...  # type: ignore[no-untyped-def]
+def _star_args(a, *rest): ...  # type: ignore[no-untyped-def]
+def _none(): ...  # type: ignore[no-untyped-def]
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        _plain,
+        _defaults,
+        _positional_only,
+        _keyword_only,
+        _keyword_default,
+        _star,
+        _star_kwargs,
+        _star_args,
+        _none,
+    ],  # fmt: skip
+)
+def test_the_argument_check_agrees_with_signature_bind(
+    fn: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the producer refuses is what ``inspect.Signature.bind`` (the worker's check)
+    refuses, on every shape of call, whichever path the check takes (delay's fast path,
+    enqueue's)."""
+    import inspect
+
+    from ztq.core.client import registry
+
+    monkeypatch.setattr(registry, "send", lambda call: call)  # no Redis: the call is enough
+    tf = task(name=f"tests.bind{fn.__name__}")(fn)
+    sig = inspect.signature(fn)
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
+        (args, kwargs)
+        for args in ((), (1,), (1, 2), (1, 2, 3), (1, 2, 3, 4))
+        for kwargs in ({}, {"a": 1}, {"b": 2}, {"c": 3}, {"k": 4}, {"b": 2, "c": 3}, {"z": 0})
+    ]
+    for args, kwargs in calls:
+        try:
+            sig.bind(*args, **kwargs)
+            fits = True
+        except TypeError:
+            fits = False
+        for how in ("delay", "enqueue"):
+            if fits:
+                assert call(tf, how, args, kwargs).args == args
+            else:
+                with pytest.raises(WrongArguments, match=rf"^tests.bind{fn.__name__}\("):
+                    call(tf, how, args, kwargs)
+
+
+def call(tf: Any, how: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    return tf.delay(*args, **kwargs) if how == "delay" else tf.enqueue(args, kwargs)
+
+
+def test_a_typo_in_a_taskcall_option_suggests_the_name() -> None:
+    with pytest.raises(UnknownOption, match="^unknown option 'retires' for TaskCall; did you"):
+        TaskCall("m.f", retires=2)
+    with pytest.raises(UnknownOption, match="'prority' for TaskCall; did you mean 'priority'"):
+        TaskCall("m.f").with_options(prority="high")
+    with pytest.raises(SerializationError):  # a TypeError of its own is not an option's
+        TaskCall("m.f", (object(),))

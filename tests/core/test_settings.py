@@ -197,6 +197,8 @@ def test_a_secret_is_never_echoed(user_lines: str) -> None:
 def test_worker_config_defaults_match_the_table() -> None:
     defaults = {f.name: f.default for f in dataclasses.fields(WorkerConfig)}
     for name in worker_config.WORKER:
+        if name == "queues":  # ZTQ_QUEUES becomes the threads (below), not a field of its own
+            continue
         assert defaults[FIELD.get(name, name)] == ALL[name].default, name
     assert load_config(None) == WorkerConfig(
         threads=load_config(None).threads
@@ -246,3 +248,16 @@ def test_server_and_ztq_worker_sections_together_are_refused(tmp_path: Path) -> 
     ini.write_text("[server]\nlease = 20\n\n[ztq:worker]\nlease = 30\n")
     with pytest.raises(ConfigError, match=r"\[server\] or \[ztq:worker\], not both"):
         load_config(ini)
+
+
+def test_an_unknown_ini_key_suggests_the_nearest_known_one(tmp_path: Path) -> None:
+    path = ini(tmp_path / "app.ini", "[app:main]\nztq.leese = 3\n")
+    with pytest.raises(ConfigError, match=f"^{path}:2: unknown setting 'ztq.leese'; did you mean "
+                       r"'ztq.lease'\? \(known: "):  # fmt: skip
+        load_config(path)
+    ini(path, "[ztq:worker]\nprefech = 4\n")
+    with pytest.raises(ConfigError, match=r"unknown option 'prefech'; did you mean 'prefetch'\?"):
+        load_config(path)
+    ini(path, "[ztq:worker]\ncolour = blue\n")
+    with pytest.raises(ConfigError, match=r"unknown option 'colour' \(known: active_config, "):
+        load_config(path)  # nothing close: no suggestion
