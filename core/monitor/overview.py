@@ -176,8 +176,14 @@ def task_dict(rec: TaskRecord, *, full: bool = False) -> dict[str, Any]:
             out["traceback"], out["traceback_truncated"] = _cut(
                 str(meta["traceback"]), API_TEXT_LIMIT
             )
-        if meta.get("result"):
-            out["result"], _ = _cut(str(meta["result"]), API_TEXT_LIMIT)
+        text = str(meta.get("result") or "")
+        if len(text) > API_TEXT_LIMIT:  # over the cap: the start of its JSON text
+            out["result_truncated"] = text[:API_TEXT_LIMIT]
+        elif text:  # the value the task returned (stored as JSON text), not a string of JSON
+            try:
+                out["result"] = json.loads(text)
+            except ValueError:  # not JSON (written by something else than ztq): as it is
+                out["result_text"] = text
     else:
         preview = json.dumps([rec.payload.get("args", []), rec.payload.get("kwargs", {})])
         out["call"], out["call_truncated"] = _cut(preview, ARG_LIMIT)

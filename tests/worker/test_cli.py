@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -88,3 +91,54 @@ def test_commands_take_the_prefix_from_a_flag_or_a_file(
     assert any(k.startswith("fromfile:") for k in keys)
     assert any(k.startswith("fromflag:") for k in keys)
     assert not any(k.startswith("ztq:") for k in keys)
+
+
+def test_enqueue_sends_a_known_task_as_the_code_would(
+    redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its queue, priority and id: the CLI and the code dedup together."""
+    storage = ztq.get_storage()
+    assert main(["enqueue", "tests.sample_tasks.send", "--args", '["eve"]',
+                 "--redis", redis_url]) == 0  # fmt: skip
+    task_id, outcome = capsys.readouterr().out.split()
+    assert (task_id, outcome) == (t.send.prepare(["eve"]).resolve_id(), "added")
+    assert storage.pending_count("mail") == 1 and storage.pending_count(QUEUE) == 0
+    assert t.send.delay("eve").id == task_id
+    assert storage.pending_count("mail") == 1  # one task: the code's call is the same
+    # a task registered under its own name (name=...), and a priority of its own
+    assert main(["enqueue", "tests.other.send", "--args", '["bob"]', "--redis", redis_url]) == 0
+    assert (
+        main(["enqueue", "tests.sample_tasks.urgent", "--args", "[1]", "--redis", redis_url]) == 0
+    )
+    ids = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert storage.pending_count("mail") == 2
+    urgent = storage.record(QUEUE, ids[1])
+    assert urgent is not None and urgent.priority == "high"
+    # --queue and --priority still choose, for a known task too
+    assert main(["enqueue", "tests.sample_tasks.add", "--args", "[1, 2]", "--queue", "other",
+                 "--priority", "low", "--redis", redis_url]) == 0  # fmt: skip
+    added = storage.record("other", capsys.readouterr().out.split()[0])
+    assert added is not None and added.priority == "low"
+
+
+def test_enqueue_imports_module_function_and_sends_unknown_names_only_with_queue(
+    redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    storage = ztq.get_storage()
+    # a fresh process: tests.sample_tasks is imported by its name (from the current folder)
+    ztq_command = str(Path(sys.executable).with_name("ztq"))
+    done = subprocess.run(
+        [ztq_command, "enqueue", "tests.sample_tasks.send", "--args", '["ann"]'],
+        env={**os.environ, "ZTQ_REDIS_URL": redis_url}, cwd=Path(__file__).parents[2],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[0] == t.send.prepare(["ann"]).resolve_id()
+    assert storage.pending_count("mail") == 1
+    # a name nothing registers: only where --queue says
+    assert main(["enqueue", "billing.charge", "--redis", redis_url]) == 2
+    assert "--queue QUEUE to enqueue it by name" in capsys.readouterr().err
+    assert main(["enqueue", "billing.charge", "--args", "[7]", "--queue", "billing",
+                 "--redis", redis_url]) == 0  # fmt: skip
+    rec = storage.record("billing", capsys.readouterr().out.split()[0])
+    assert rec is not None and (rec.task, rec.args) == ("billing.charge", [7])

@@ -1,7 +1,8 @@
 """The ``ztq`` command: ``worker``; the operator's ``info``, ``workers``, ``queue``,
 ``errors``, ``task``, ``redo``, ``delete``, ``purge``, ``check`` and ``systems``
 (:mod:`ztq.worker.cli.ops`);
-``enqueue``; ``token`` and ``hash-password`` for the console."""
+``enqueue`` (:mod:`ztq.worker.cli.enqueue`); ``token`` and ``hash-password`` for the console;
+``console``, which runs ``python -m ztq.console``. Exit codes: docs/cli.md, "Exit codes"."""
 
 from __future__ import annotations
 
@@ -11,54 +12,30 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from redis.exceptions import RedisError, ResponseError
+
 import ztq.core as ztq
 from ztq.core import settings
 from ztq.core.client.app import connection_flags, default_app, load_app
-from ztq.core.errors import ConfigError, ZtqError
+from ztq.core.errors import ConnectionFailed, NotFound, ZtqError
+from ztq.core.settings.redis_urls import safe_url
 from ztq.worker import logs
-from ztq.worker.config import (
-    POOLS,
-    ScaleSpec,
-    ThreadSpec,
-    load_config,
-    parse_queue_entry,
-    parse_scale_entry,
-)
+from ztq.worker.config import ScaleSpec, ThreadSpec, load_config, parse_queue_flag
 
 
 def _queue_flag(value: str, default_pool: str = "thread") -> list[ThreadSpec]:
-    """``mail`` / ``mail:2`` / ``pdf:1:process`` / ``crawl:200:async`` / ``hot:8:shards=3``."""
-    name, *parts = value.split(":")
-    shards = [p for p in parts if p.startswith("shards=")]
-    rest = [p for p in parts if p not in shards]
-    if len(rest) > 2:
-        raise ConfigError(f"--queue {value!r}: the form is NAME[:N[:POOL]][:shards=S]")
-    count, pool = (rest + ["", ""])[:2]
-    # every word checked here: handed on, a typo ('mail:two') read as the ini's list form
-    # served a queue named 'two' instead of mail, without a word (issue 24)
-    if count and not count.isdigit():
-        raise ConfigError(
-            f"--queue {value!r}: {count!r} is not a thread count (a whole number >= 0); "
-            "the form is NAME[:N[:POOL]][:shards=S]"
-        )
-    if pool and pool not in POOLS:
-        raise ConfigError(
-            f"--queue {value!r}: {pool!r} is not a pool ({', '.join(POOLS)}); "
-            "the form is NAME[:N[:POOL]][:shards=S]"
-        )
-    words = " ".join([count or "1", pool or default_pool, *shards])
-    return parse_queue_entry(name, words, "--queue: ")
+    """``mail`` / ``mail:2`` / ``pdf:1:process`` / ``crawl:200:async`` / ``hot:8:shards=3``:
+    the flag's executors (an autoscaled queue's minimum); every word checked, see
+    :func:`ztq.worker.config.parse_queue_flag`."""
+    got = parse_queue_flag(value, default_pool)
+    return got.initial() if isinstance(got, ScaleSpec) else got
 
 
 def scale_flag(value: str, default_pool: str = "thread") -> ScaleSpec | None:
     """``mail:1..8`` / ``pdf:0..4:process`` / ``hot:2..8:shards=3``: an autoscaled queue
     (None: the flag gives a count, see :func:`_queue_flag`)."""
-    name, *parts = value.split(":")
-    if not any(".." in p for p in parts):
-        return None
-    pools = [p for p in parts if p in POOLS]
-    rest = [p for p in parts if p not in POOLS]
-    return parse_scale_entry(name, " ".join([*rest, *(pools or [default_pool])]), "--queue: ")
+    got = parse_queue_flag(value, default_pool)
+    return got if isinstance(got, ScaleSpec) else None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -203,13 +180,15 @@ def build_parser() -> argparse.ArgumentParser:
     tq.add_argument("id")
     tq.add_argument("--queue", help="look in this queue only")
     tq.add_argument("--json", action="store_true")
-    e = sub.add_parser("enqueue", help="enqueue a task by name")
-    e.add_argument("task")
+    e = sub.add_parser("enqueue", help="enqueue a task as the code would (its queue, options, "
+                       "id), or by name with --queue")  # fmt: skip
+    e.add_argument("task", help="a registered task's name, or module.function")
     e.add_argument("--args", default="[]", help="JSON list")
     e.add_argument("--kwargs", default="{}", help="JSON object")
-    e.add_argument("--queue", default="default")
-    e.add_argument("--delay", type=float)
-    e.add_argument("--priority", default="normal")
+    e.add_argument("--queue", help="instead of the task's queue; needed for a task not found")
+    e.add_argument("--delay", type=float, help="seconds before it may run")
+    e.add_argument("--priority", choices=["high", "normal", "low"],
+                   help="instead of the task's priority")  # fmt: skip
     r = sub.add_parser("redo", help="move failed tasks back to ready")
     r.add_argument("queue")
     r.add_argument("ids", nargs="*")
@@ -270,6 +249,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--prefix", help="Redis key prefix (overrides ZTQ_PREFIX and the file)")
         p.add_argument("--app", help="a ztq.core.App (module:attribute): its Redis and prefix")
     sub.add_parser("hash-password", help="print a password hash for ztq.console.users")
+    co = sub.add_parser("console", help="serve the console with waitress (python -m ztq.console)")
+    co.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    co.add_argument("--port", type=int, help="port to listen on (default 6543)")
+    co.add_argument("--ini", metavar="FILE", help="an app.ini: its settings, [server:main] "
+                    "and logging (without it: the environment, docs/settings.md)")  # fmt: skip
     return parser
 
 
@@ -285,8 +269,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         logs.configure(got["log_level"].value, got["log_format"].value)
         return int(COMMANDS[args.command](args) or 0)
+    except NotFound as exc:  # the exit codes: docs/cli.md, "Exit codes"
+        print(f"ztq: {exc}", file=sys.stderr)
+        return 1
     except ZtqError as exc:
         print(f"ztq: {exc}", file=sys.stderr)
+        return 2
+    except RedisError as exc:  # past the first command (see _connect): still one line
+        print(f"ztq: Redis answered with an error: {exc}", file=sys.stderr)
         return 2
 
 
@@ -341,28 +331,21 @@ def _connect(args: argparse.Namespace) -> ztq.Storage:
     url, prefix = connection_flags(app, args.redis, args.prefix)
     cfg, system = settings.command_connection(url, prefix, system=args.system, path=args.config)
     args.system_name = system.name if system is not None else ""
-    return app.connect(cfg.redis_url, prefix=cfg.prefix)
+    storage = app.connect(cfg.redis_url, prefix=cfg.prefix)
+    try:  # the first command: a URL Redis refuses (a DB index, AUTH) fails here, in one line
+        storage.ping_server()
+    except ResponseError as exc:
+        raise ConnectionFailed(
+            f"Redis at {safe_url(storage.url)} refused the connection: {exc}"
+        ) from exc
+    return storage
 
 
 def cmd_enqueue(args: argparse.Namespace) -> int:
+    from ztq.worker.cli.enqueue import cmd_enqueue as run
+
     _connect(args)
-    try:
-        call_args, call_kwargs = json.loads(args.args), json.loads(args.kwargs)
-    except ValueError as exc:
-        print(f"ztq: --args/--kwargs must be JSON: {exc}", file=sys.stderr)
-        return 2
-    call = ztq.TaskCall(
-        args.task,
-        tuple(call_args),
-        call_kwargs,
-        queue=args.queue,
-        delay=args.delay,
-        priority=args.priority,
-        app=load_app(args.app) if args.app else None,
-    )
-    handle = call.enqueue()
-    print(f"{handle.id} {handle.outcome}")
-    return 0
+    return run(args, load_app(args.app) if args.app else default_app())
 
 
 def cmd_token(args: argparse.Namespace) -> int:
@@ -412,6 +395,20 @@ def cmd_hash_password(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_console(args: argparse.Namespace) -> int:
+    """Become ``python -m ztq.console``: the CLI never imports the console (docs/architecture.md),
+    and the server's process is then this one (signals from a supervisor reach it)."""
+    import os
+
+    argv = [sys.executable, "-m", "ztq.console"]
+    for flag, value in (("--host", args.host), ("--port", args.port), ("--ini", args.ini)):
+        argv += [flag, str(value)] if value is not None else []
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, argv)
+    return 2  # not reached: execv replaces this process or raises OSError
+
+
 def cmd_alerts(args: argparse.Namespace) -> int:
     from ztq.worker.cli.alerts import cmd_alerts as run
 
@@ -450,4 +447,5 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "enqueue": cmd_enqueue,
     "token": cmd_token,
     "hash-password": cmd_hash_password,
+    "console": cmd_console,
 }

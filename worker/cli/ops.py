@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import json
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -30,7 +31,7 @@ from ztq.core.engine.queue_limits import QueueLimits
 from ztq.core.engine.record import TaskRecord
 from ztq.core.engine.storage import Storage
 from ztq.core.engine.workers import DEFAULT_LOST_AFTER, autoscale_of, get_worker, send_command
-from ztq.core.errors import ConnectionFailed, ZtqError
+from ztq.core.errors import ConnectionFailed, NotFound, ZtqError
 from ztq.core.monitor import bulk, overview, streams
 from ztq.core.monitor import queues as monitor
 from ztq.core.monitor.filters import task_matcher
@@ -181,11 +182,13 @@ def _show_task(rec: TaskRecord, as_json: bool) -> None:
     console = terminal.out()
     t = terminal.table(Col("FIELD"), Col("VALUE", wrap=20))
     for key, value in data.items():
-        if key not in ("traceback", "traceback_truncated", "result", "options"):
+        if key not in ("traceback", "traceback_truncated", "options") and "result" not in key:
             t.add_row(key, terminal.when(value) if key in TIMES else str(value))
     console.print(t)
-    if data.get("result"):
-        console.print(Text("result: ", style="bold") + Text(str(data["result"])))
+    result = data.get("result_truncated", data.get("result_text"))
+    result = json.dumps(data["result"]) if "result" in data else result  # 0, "0", null apart
+    if result is not None:
+        console.print(Text("result: ", style="bold") + Text(result))
     if data.get("traceback"):
         console.print(Text(str(data["traceback"]), style="red"))
 
@@ -273,11 +276,25 @@ def _command_workers(storage: Storage, args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _queue(storage: Storage, name: str) -> tuple[str, list[str]]:
+    """The queue named and its shards; :class:`NotFound` (exit 1) when Redis knows neither."""
+    queue, known = check_queue(name), storage.queues()
+    shards = storage.shards_of(queue, known)
+    if not any(s in known for s in shards):
+        raise NotFound(f"no queue {queue}")
+    return queue, shards
+
+
+def _missing(ids: dict[str, int], where: str) -> int:
+    """Exit 1 with one line naming the ids nothing was done to (``ids``: id -> tasks moved)."""
+    if missing := [i for i, n in ids.items() if not n]:
+        print(f"ztq: no task {', '.join(missing)} in {where}", file=sys.stderr)
+    return 1 if missing else 0
+
+
 def cmd_queue(args: argparse.Namespace, connect: Connect) -> int:
     storage = connect(args)
-    queue = check_queue(args.queue)
-    if not monitor.queue_exists(storage, queue):
-        raise ZtqError(f"no queue named {queue}")
+    queue = _queue(storage, args.queue)[0]
     if args.action == "purge":
         return purge(storage, queue, args.what, args.yes)
     if args.action == "limit":
@@ -363,16 +380,17 @@ def _bulk(storage: Storage, job: bulk.BulkJob, queues: Sequence[str]) -> int:
 
 
 def cmd_redo(args: argparse.Namespace, connect: Connect) -> int:
+    if not (args.ids or args.all or args.task or args.grep):
+        raise ZtqError("name task ids or --all: ztq redo QUEUE ID... | "
+                       "ztq redo QUEUE --all [--task TEXT] [--grep TEXT]")  # fmt: skip
     storage = connect(args)
-    queue = check_queue(args.queue)
-    shards = storage.shards_of(queue)
+    queue, shards = _queue(storage, args.queue)
     if args.ids:
-        total = sum(storage.requeue(q, "error", args.ids) for q in shards)
-        _audit(storage, "redo", queue=queue, ids=args.ids, count=total)
+        moved = {i: sum(storage.requeue(q, "error", [i]) for q in shards) for i in args.ids}
+        if total := sum(moved.values()):
+            _audit(storage, "redo", queue=queue, ids=args.ids, count=total)
         print(f"{total} task(s) back in {queue}")
-        return 0
-    if not (args.all or args.task or args.grep):
-        raise ZtqError("name task ids, or --all (with --task / --grep to pick some errors)")
+        return _missing(moved, f"the errors of {queue}")
     job = bulk.BulkJob("redo", "errors", queue, args.task or "", args.grep or "")
     done = _bulk(storage, job, shards)
     _audit(storage, "bulk redo", queue=queue, count=done, detail=job.describe())
@@ -382,14 +400,14 @@ def cmd_redo(args: argparse.Namespace, connect: Connect) -> int:
 
 def cmd_delete(args: argparse.Namespace, connect: Connect) -> int:
     storage = connect(args)
-    queue = check_queue(args.queue)
-    shards = storage.shards_of(queue)
+    queue, shards = _queue(storage, args.queue)
     if args.ids:
         terminal.confirm(f"Delete {len(args.ids)} task(s) of {queue}?", args.yes)
-        deleted = sum(storage.remove(q, args.ids)[0] for q in shards)
-        _audit(storage, "delete", queue=queue, ids=args.ids, count=deleted)
+        gone = {i: sum(storage.remove(q, [i])[0] for q in shards) for i in args.ids}
+        if deleted := sum(gone.values()):
+            _audit(storage, "delete", queue=queue, ids=args.ids, count=deleted)
         print(f"{deleted} task(s) deleted from {queue}")
-        return 0
+        return _missing(gone, queue)
     if not (args.errors and (args.all or args.task or args.grep)):
         raise ZtqError("name task ids, or --errors with --all, --task or --grep")
     job = bulk.BulkJob("delete", "errors", queue, args.task or "", args.grep or "")
@@ -403,7 +421,8 @@ def cmd_delete(args: argparse.Namespace, connect: Connect) -> int:
 
 
 def cmd_purge(args: argparse.Namespace, connect: Connect) -> int:
-    return purge(connect(args), check_queue(args.queue), args.what, args.yes)
+    storage = connect(args)
+    return purge(storage, _queue(storage, args.queue)[0], args.what, args.yes)
 
 
 # -- health ----------------------------------------------------------------------------------
