@@ -15,9 +15,16 @@ import signal
 import threading
 import time
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from ztq.core.client.app import App, check_shared_names, default_app, load_app
+from ztq.core.client.app import (
+    App,
+    check_shared_names,
+    default_app,
+    load_app,
+    tasks_elsewhere,
+)
 from ztq.core.client.cron import CronTable
 from ztq.core.engine.storage import Reaped, Storage
 from ztq.core.engine.workers import (
@@ -30,6 +37,7 @@ from ztq.core.engine.workers import (
     write_heartbeat,
 )
 from ztq.core.errors import ZtqError
+from ztq.core.settings.redis_urls import safe_url
 from ztq.worker.channels import WorkerChannels
 from ztq.worker.config import ThreadSpec, WorkerConfig
 from ztq.worker.control import Control
@@ -42,6 +50,12 @@ from ztq.worker.scaler import Scaler
 from ztq.worker.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
+
+
+def _count(n: int, pool: str) -> str:
+    """``2 threads`` / ``1 process slot``."""
+    what = "process slot" if pool == "process" else "thread"
+    return f"{n} {what}{'' if n == 1 else 's'}"
 
 
 class Worker(Control):
@@ -79,7 +93,9 @@ class Worker(Control):
     # -- setup -------------------------------------------------------------------------------
     def setup(self) -> None:
         import_modules(self.cfg.imports)
+        log.info("%s", self.start_summary())
         check_shared_names(self.app)
+        self.check_apps()
         self.check_pools()
         self.cron = CronTable(self.app.cron_entries())
         self.publish_cron()
@@ -89,6 +105,52 @@ class Worker(Control):
         serving = f"pid {os.getpid()} serving {', '.join(self.cfg.queues)}"
         log_event(self.storage, kind, self.id, serving, ip=self.sysinfo.ip)
         self.heartbeat()
+
+    def start_summary(self) -> str:
+        """What this worker serves, as one block (issue 24: nothing silent): version, app,
+        Redis (password masked), prefix, each queue's executors, the health address."""
+        try:
+            ztq_version = version("ztq")
+        except PackageNotFoundError:
+            ztq_version = "dev"
+        cfg = self.cfg
+        lines = [f"worker {self.id} starting: ztq {ztq_version}",
+                 f"  app: {cfg.app or 'the default app'}",
+                 f"  redis: {safe_url(cfg.redis_url)}, prefix {cfg.prefix}"]  # fmt: skip
+        scaled = {s.queue: s for s in cfg.scaled}
+        groups: dict[tuple[tuple[str, ...], str, bool], list[ThreadSpec]] = {}
+        for spec in cfg.threads:
+            if spec.queues[0] not in scaled or len(spec.queues) > 1:
+                groups.setdefault((spec.queues, spec.pool, spec.fair), []).append(spec)
+        for (queues, pool, fair), specs in groups.items():
+            shards = f", {specs[0].shards} shards" if specs[0].shards > 1 else ""
+            if pool == "async":
+                lines.append(f"  queue {queues[0]}: 1 async pool, "
+                             f"{specs[0].concurrency} tasks at once{shards}")  # fmt: skip
+            elif len(queues) > 1:
+                order = "in turn (fair)" if fair else "in order"
+                lines.append(f"  thread {specs[0].name}: queues {', '.join(queues)} {order}, "
+                             f"{_count(len(specs), pool)}")  # fmt: skip
+            else:
+                lines.append(f"  queue {queues[0]}: {_count(len(specs), pool)}{shards}")
+        for s in cfg.scaled:
+            shards = f", {s.shards} shards" if s.shards > 1 else ""
+            what = "async tasks at once" if s.pool == "async" else _count(2, s.pool)[2:]
+            lines.append(f"  queue {s.queue}: {s.low}..{s.high} {what}, autoscaled{shards}")
+        lines.append(f"  health: {cfg.health + ' (/livez, /readyz)' if cfg.health else 'none'}")
+        return "\n".join(lines)
+
+    def check_apps(self) -> None:
+        """Warn of imported modules whose tasks are on another app than the one served: each
+        run of them here would fail with UnknownTask (issue 24)."""
+        served = self.cfg.app or "the default app"
+        for module, other, names, spec in tasks_elsewhere(self.app, self.cfg.imports):
+            shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+            log.warning(
+                "module %s defines tasks on app %r (%s), not on the app this worker serves "
+                "(%s): their runs here would fail with UnknownTask; use --app %s",
+                module, other.name, shown, served, spec or f"{module}:ATTRIBUTE",
+            )  # fmt: skip
 
     def register_queues(self, queues: list[str]) -> None:
         """Record the queues served here, with every shard the config or the tasks give."""

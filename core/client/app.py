@@ -20,7 +20,7 @@ import importlib
 import os
 import sys
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from ztq.core.client import current
@@ -30,7 +30,13 @@ from ztq.core.client.enqueue import send as _send
 from ztq.core.client.handle import TaskHandle
 from ztq.core.client.handle import aping as _aping
 from ztq.core.client.handle import ping as _ping
-from ztq.core.client.registry import Registry, TaskFunction, make_task, origin
+from ztq.core.client.registry import (
+    Registry,
+    TaskFunction,
+    make_task,
+    origin,
+    refuse_unknown_options,
+)
 from ztq.core.engine.connection import Connections
 from ztq.core.engine.queue_limits import KEEP, Keep
 from ztq.core.engine.storage import Storage
@@ -155,6 +161,7 @@ class App:
         shards: int | None = None,
     ) -> Callable[[Callable[P, R]], TaskFunction[P, R]]: ...
 
+    @refuse_unknown_options("task")  # @task(retires=3): "did you mean 'retries'?"
     def task(
         self,
         fn: Callable[..., Any] | None = None,
@@ -233,6 +240,7 @@ class App:
         return self.cron.entries()
 
     # -- queues ------------------------------------------------------------------------------
+    @refuse_unknown_options("configure_queue")
     def configure_queue(
         self,
         queue: str,
@@ -372,6 +380,7 @@ else:
         return default_app().task(fn, **options)
 
 
+@refuse_unknown_options("configure_queue")
 def configure_queue(
     queue: str,
     *,
@@ -450,3 +459,29 @@ def check_shared_names(app: App, names: list[str] | None = None) -> None:
                 f"prefix {where[1]!r}: a worker of either would run the other's tasks with its "
                 "own function; give one app its own prefix=..., or the task another name=..."
             )
+
+
+def tasks_elsewhere(app: App, modules: Iterable[str]) -> list[tuple[str, App, list[str], str]]:
+    """The tasks that ``modules`` (or their submodules) define on live apps other than
+    ``app``, under names ``app`` does not know: ``(module, that app, task names, where that
+    app is as module:attribute or '')``, by module then app name. A worker serving ``app``
+    would fail every run of them with UnknownTask; it says so when it starts."""
+    mine = app.registered()
+    out: list[tuple[str, App, list[str], str]] = []
+    for module in modules:
+        for other in sorted((a for a in list(_LIVE) if a is not app), key=lambda a: a.name):
+            theirs = other.registered()
+            names = sorted(
+                name
+                for name, tf in theirs.items()
+                if name not in mine
+                and (tf.fn.__module__ == module or tf.fn.__module__.startswith(module + "."))
+            )
+            if not names:
+                continue
+            homes = dict.fromkeys([module, *(theirs[n].fn.__module__ for n in names)])
+            found = (f"{m}:{attr}" for m in homes if m in sys.modules
+                     for attr, value in vars(sys.modules[m]).items() if value is other)  # fmt: skip
+            spec = next(found, "")
+            out.append((module, other, names, spec))
+    return out

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import threading
@@ -97,3 +98,35 @@ def test_a_bad_app_stops_the_worker_with_a_clear_error(
 ) -> None:
     assert main(["worker", "--app", "tests.app_tasks:total"]) == 2
     assert "tests.app_tasks:total is not a ztq.core.App" in capsys.readouterr().err
+
+
+def test_a_module_with_tasks_on_another_app_is_named_at_start(
+    redis_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 24: ``ztq worker --import shop_orders`` where shop_orders uses ``App("shop")``
+    served the default app, and every run of its tasks failed with UnknownTask."""
+    (tmp_path / "shop_orders.py").write_text(
+        "from ztq.core import App\n\nshop = App('shop', prefix='shop')\n\n\n"
+        "@shop.task(queue='orders')\ndef pay(n: int) -> int:\n    return n\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "shop_orders", raising=False)
+    with caplog.at_level(logging.WARNING, logger="ztq.worker.worker"):
+        assert main(["worker", "--redis", redis_url, "--import", "shop_orders", "--queue",
+                     "orders", "--heartbeat", "0.2", "--lease", "1", "--burst"]) == 0  # fmt: skip
+    [warning] = [r.getMessage() for r in caplog.records if "shop_orders" in r.getMessage()]
+    assert "module shop_orders defines tasks on app 'shop' (shop_orders.pay)" in warning
+    assert "the default app" in warning and "use --app shop_orders:shop" in warning
+
+
+def test_no_warning_when_the_app_served_has_the_modules_tasks(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="ztq.worker.worker"):
+        assert main(["worker", "--redis", redis_url, "--app", "tests.app_tasks:app",
+                     "--import", "tests.app_tasks", "--queue", "orders", "--heartbeat", "0.2",
+                     "--lease", "1", "--burst"]) == 0  # fmt: skip
+    assert not [r for r in caplog.records if "--app" in r.getMessage()]

@@ -135,16 +135,27 @@ def test_queue_flags() -> None:
     ]
     assert _queue_flag("crawl:200:async") == [ThreadSpec("crawl-0", ("crawl",), "async", 200)]
     assert _queue_flag("crawl:50", "async") == [ThreadSpec("crawl-0", ("crawl",), "async", 50)]
-    assert _queue_flag("crawl:0:async") == []
+    with pytest.raises(ConfigError, match="0 threads serve nothing"):
+        _queue_flag("crawl:0:async")  # issue 24: a static 0 is refused (docs/worker.md)
 
 
 @pytest.mark.parametrize(
     ("flag", "said"),
     [
-        ("mail:two", "'two' is not a thread count (a whole number >= 0)"),
+        ("mail:two", "'two' is not a thread count (a whole number >= 1)"),
         ("mail:-1", "'-1' is not a thread count"),
         ("mail:2:proces", "'proces' is not a pool (thread, process, async)"),
         ("mail:2:thread:x", "the form is NAME[:N[:POOL]][:shards=S]"),
+        # issue 24: every word of every form, and a static 0 (it served 'default' instead)
+        ("mail:0", "0 threads serve nothing: write mail:0..N"),
+        ("crawl:0:async", "0 threads serve nothing"),
+        ("mail:2:shard=3", "'shard=3' is not a known option (known: shards=N)"),
+        ("mail:shards=3:x=1", "'x=1' is not a known option (known: shards=N)"),
+        ("mail:1..8:proces", "'proces' is not a pool (thread, process, async)"),
+        ("mail:1..8:shard=2", "'shard=2' is not a known option (known: shards=N)"),
+        ("mail:1..8:thread:x", "the form is NAME[:N[:POOL]][:shards=S]"),
+        ("mail:", "the form is NAME[:N[:POOL]][:shards=S]"),
+        ("mail::process", "the form is NAME[:N[:POOL]][:shards=S]"),
     ],
 )
 def test_a_mistyped_queue_flag_stops_the_worker_before_it_serves_anything(
@@ -158,3 +169,78 @@ def test_a_mistyped_queue_flag_stops_the_worker_before_it_serves_anything(
     assert f"--queue {flag!r}" in err and said in err
     assert len(err.splitlines()) == 1  # one line, no traceback
     assert redis.Redis.from_url(redis_url).keys("*") == []  # no typo queue registered
+
+
+@pytest.mark.parametrize(
+    ("entry", "said"),
+    [
+        (
+            "pdf = 1 proces",
+            "queue entry pdf = '1 proces': 'proces' is not a pool (thread, "
+            "process, async) nor an option (shards=N)",
+        ),
+        (
+            "hot = 8 shard=3",
+            "queue entry hot = '8 shard=3': 'shard=3' is not a known option (known: shards=N)",
+        ),
+        ("hot = 8 shards=3 colour=red", "'colour=red' is not a known option (known: shards=N)"),
+        ("mail = 1..8 shard=3", "'shard=3' is not a known option (known: shards=N)"),
+        ("mail = 2 thread process", "'thread' is out of place"),
+        ("mail = 0", "queue entry mail = '0': 0 threads serve nothing: write mail = 0..N"),
+        ("crawl = 0 async", "0 threads serve nothing"),
+        ("fast = urgent, 2", "'2' is out of place"),
+        ("mixed = a, b fair process", "'fair' is out of place"),
+        ("mixed = a, process, b", "'process' is out of place"),
+    ],
+)
+def test_every_word_of_a_queue_entry_is_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entry: str, said: str
+) -> None:
+    """Issue 24: a word the grammar does not know stops the worker, naming file and line,
+    the entry and the form expected; before, 'pdf = 1 proces' served queues '1' and 'proces'
+    and 'hot = 8 shard=3' complained of a queue name."""
+    monkeypatch.delenv("ZTQ_REDIS_URL")
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, f"[server]\nname = w\n\n[queues]\n{entry}\n"))
+    message = str(info.value)
+    assert message.startswith(f"{tmp_path / 'worker.ini'}:5: ") and said in message
+    assert "\n" not in message
+
+
+def test_zero_threads_in_a_ztq_file_is_still_one_thread(tmp_path: Path) -> None:
+    """ZTQ's 'default = 0' (a pause of 0 s, one thread) keeps its meaning in ZTQ's file."""
+    cfg = load_config(write(tmp_path, "[server]\nhost = a\n\n[queues]\ndefault = 0\n"))
+    assert cfg.threads == (ThreadSpec("default-0", ("default",)),)
+
+
+def test_a_worker_given_queues_never_falls_back_to_default(
+    redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 24: '--queue mail:0' alone served queue 'default', which nobody asked for."""
+    assert main(["worker", "--redis", redis_url, "--queue", "mail:0", "--burst"]) == 2
+    err = capsys.readouterr().err
+    assert "--queue 'mail:0': 0 threads serve nothing" in err and "ztq queue pause mail" in err
+    assert redis.Redis.from_url(redis_url).keys("*") == []
+
+
+def test_ztq_queues_gives_the_queues_in_the_flags_form(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ZTQ_QUEUES (a container's way): --queue's entries apart by spaces or commas; it
+    replaces [queues] and --queue flags replace it; every word checked (issue 24)."""
+    monkeypatch.setenv("ZTQ_QUEUES", "mail:2, pdf:1:process crawl:1..4")
+    ini = write(tmp_path, "[queues]\nother = 3\n")
+    cfg = load_config(ini)
+    assert cfg.threads == (
+        ThreadSpec("mail-0", ("mail",)),
+        ThreadSpec("mail-1", ("mail",)),
+        ThreadSpec("pdf-0", ("pdf",), "process"),
+        ThreadSpec("crawl-0", ("crawl",)),
+    )
+    assert [s.queue for s in cfg.scaled] == ["crawl"]
+    flags = load_config(ini, threads=(ThreadSpec("x-0", ("x",)),))
+    assert flags.threads == (ThreadSpec("x-0", ("x",)),) and flags.scaled == ()
+    monkeypatch.setenv("ZTQ_QUEUES", "mail:two")
+    with pytest.raises(ConfigError) as caught:
+        load_config(None)
+    assert str(caught.value).startswith("environment variable ZTQ_QUEUES 'mail:two': 'two' is")

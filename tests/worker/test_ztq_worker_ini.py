@@ -143,6 +143,7 @@ def test_ztq_numbers_in_a_ztq_file_are_threads_but_ztq_syntax_still_reads(tmp_pa
         ThreadSpec("pdf-0", ("pdf",), "process"),
         ThreadSpec("fast", ("urgent", "default")),
     )
-    assert load_config(write(tmp_path, "[queues]\ndefault = 0\n")).threads == (
-        ThreadSpec("default-0", ("default",)),  # ztq's file: 0 threads (the default one left)
-    )
+    # ztq's own file: 0 threads serve nothing, and a worker given queues never falls back to
+    # serving `default` instead (issue 24: `mail = 0` served default, without a word)
+    with pytest.raises(ConfigError, match="0 threads serve nothing"):
+        load_config(write(tmp_path, "[queues]\ndefault = 0\n"))
