@@ -1,0 +1,382 @@
+"""The table of common mistakes: what a user may get wrong at each edge, and what ztq says.
+
+One row a mistake, in four kinds, each run for real against a private redis-server by
+tests/test_bad_inputs.py on a Redis that already holds tasks (``seed``):
+
+- ``python``: a statement run as written (the names of :data:`NAMESPACE` are in scope);
+  it must raise the named ``ZtqError`` subclass with the message part given.
+- ``cli``: a command line, optionally preceded by environment assignments
+  (``ZTQ_LEASE=soon ztq worker --burst``), run in-process through ``ztq``'s ``main``; it
+  must exit with the code given and write one line on stderr holding the message part.
+- ``ini``: a worker ini file, run as ``ztq worker -c FILE --burst``; the same as ``cli``.
+- ``console``: a request an operator's browser (or a forged form) sends; the status given,
+  and the message part on the page it leads to.
+
+After every row the test checks that nothing already queued was lost or changed. The same
+table is docs/common-mistakes.md (``python -m tests.bad_inputs`` rewrites its table, and
+the test fails when it is stale), so every example on that page runs in the suite.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "common-mistakes.md"
+START = "<!-- mistakes:start -->"
+END = "<!-- mistakes:end -->"
+AREAS = {
+    "python": "The Python API",
+    "cli": "The `ztq` command and the environment",
+    "ini": "Worker ini files",
+    "console": "Console forms",
+}
+
+
+@dataclass(frozen=True)
+class Mistake:
+    kind: str  # python | cli | ini | console
+    does: str  # the statement, command line, ini text or "METHOD PATH field=value ..."
+    says: str  # a part of the message ztq gives
+    then: str  # python: the exception class; cli/ini: the exit code; console: the status
+    why: str = ""  # a word on the mistake, for the doc
+
+    @property
+    def id(self) -> str:
+        return f"{self.kind}: {self.does.replace(chr(10), ' / ')[:80]}"
+
+
+def _py(does: str, says: str, error: str, why: str = "") -> Mistake:
+    return Mistake("python", does, says, error, why)
+
+
+def _cli(does: str, says: str, code: int, why: str = "") -> Mistake:
+    return Mistake("cli", does, says, str(code), why)
+
+
+def _ini(text: str, says: str, why: str = "") -> Mistake:
+    return Mistake("ini", text.strip("\n"), says, "2", why)
+
+
+def _form(does: str, says: str, status: int, why: str = "") -> Mistake:
+    return Mistake("console", does, says, str(status), why)
+
+
+# the tasks the python rows call (tests/sample_tasks.py): add(a, b) on "default",
+# send(to, body="") on "mail", urgent(n) with priority high
+NAMESPACE_SOURCE = "import ztq.core as ztq\nfrom tests.sample_tasks import add, send, urgent\n"
+
+MISTAKES: tuple[Mistake, ...] = (
+    # -- the Python API ---------------------------------------------------------------------
+    _py(
+        "send.delay()",
+        "tests.sample_tasks.send(to, body=''): missing a required argument: 'to'",
+        "WrongArguments",
+        "arguments are bound to the function's signature at enqueue",
+    ),
+    _py(
+        "add.delay(1)",
+        "tests.sample_tasks.add(a, b): missing a required argument: 'b'",
+        "WrongArguments",
+    ),
+    _py(
+        "add.delay(1, 2, 3)",
+        "tests.sample_tasks.add(a, b): too many positional arguments",
+        "WrongArguments",
+    ),
+    _py(
+        'send.enqueue(("z@example.org",), {"to": "y"})',
+        "multiple values for argument 'to'",
+        "WrongArguments",
+    ),
+    _py(
+        'send.enqueue("z@example.org")',
+        "args must be a tuple or list of arguments, not str 'z@example.org'",
+        "InvalidOption",
+        "a string is not split into letters",
+    ),
+    _py(
+        'send.enqueue(("z@example.org",), ["body"])',
+        "kwargs must be a dict of keyword arguments, not list",
+        "InvalidOption",
+    ),
+    _py(
+        'send.enqueue(("z@example.org",), frist=True)',
+        "unknown option 'frist' for enqueue; did you mean 'first'?",
+        "UnknownOption",
+        "an option name is checked, with the nearest known one",
+    ),
+    _py(
+        "add.enqueue((1, 2), retires=3)",
+        "unknown option 'retires' for enqueue; did you mean 'retries'?",
+        "UnknownOption",
+    ),
+    _py(
+        'ztq.task(queue="mail", retires=3)(lambda: None)',
+        "unknown option 'retires' for task; did you mean 'retries'?",
+        "UnknownOption",
+    ),
+    _py(
+        'ztq.configure_queue("mail", max_pendng=5)',
+        "unknown option 'max_pendng' for configure_queue; did you mean 'max_pending'?",
+        "UnknownOption",
+    ),
+    _py(
+        "add.prepare((1, 2, 3))",
+        "tests.sample_tasks.add(a, b): too many positional arguments",
+        "WrongArguments",
+    ),
+    _py(
+        'send.enqueue(("z@example.org",), callback=add.prepare((1,)))',
+        "tests.sample_tasks.add(a, b): missing a required argument: 'b'",
+        "WrongArguments",
+        "a callback's arguments are bound too, with what the worker adds",
+    ),
+    _py(
+        "add.delay(1, object())",
+        "arguments of tests.sample_tasks.add cannot be sent as JSON (ztq never pickles)",
+        "SerializationError",
+        "arguments travel as JSON",
+    ),
+    _py(
+        'add.delay(1, float("nan"))',
+        "Out of range float values are not JSON compliant",
+        "SerializationError",
+    ),
+    _py(
+        'add.enqueue((1, 2), priority="urgent")',
+        "priority must be one of high, normal, low, not 'urgent'",
+        "InvalidOption",
+    ),
+    _py("add.enqueue((1, 2), delay=-5)", "delay must be >= 0, not -5", "InvalidOption"),
+    _py(
+        'add.enqueue((1, 2), delay="soon")',
+        "delay must be a number of seconds, not 'soon'",
+        "InvalidOption",
+    ),
+    _py("add.enqueue((1, 2), timeout=0)", "timeout must be > 0, not 0", "InvalidOption"),
+    _py(
+        'add.enqueue((1, 2), eta="tomorrow")',
+        "eta must be a number of seconds, not 'tomorrow'",
+        "InvalidOption",
+        "an eta is a timestamp or a datetime",
+    ),
+    _py(
+        'add.enqueue((1, 2), queue="no spaces allowed")',
+        "queue name 'no spaces allowed' is not allowed: use 1-64 letters, digits",
+        "InvalidName",
+    ),
+    _py(
+        "add.enqueue((1, 2), ztq_first=True)",
+        "ztq_first is ZTQ's option: use first=True",
+        "InvalidOption",
+        "ZTQ's keyword options have ztq's own names",
+    ),
+    _py('add.delay(1, 2, ztq_queue="mail")', "ztq_queue is ZTQ's option", "InvalidOption"),
+    _py(
+        'ztq.connect("localhost:6379", name="x")',
+        "redis_url must be a URL such as redis://host:6379/0, not 'localhost:6379'",
+        "ConfigError",
+        "a Redis URL has a scheme",
+    ),
+    _py(
+        'ztq.connect("ftp://cache:21", name="x")',
+        "Redis URL 'ftp://cache:21' is not valid",
+        "ConfigError",
+    ),
+    _py(
+        'ztq.get_storage("reports")',
+        "no Redis connection named 'reports': call connect(url, name='reports')",
+        "ConfigError",
+        "a named connection is made with connect(url, name=...) first",
+    ),
+    _py(
+        'ztq.configure_queue("mail", max_pending=-1)',
+        "max_pending must be an int >= 1 or None, not -1",
+        "InvalidOption",
+    ),
+    _py(
+        'ztq.configure_queue("mail", when_full="drop")',
+        "when_full must be 'raise', 'block' or 'buffer', not 'drop'",
+        "InvalidOption",
+    ),
+    # -- the ztq command and the environment ------------------------------------------------
+    _cli("ztq nosuch", "invalid choice: 'nosuch'", 2),
+    _cli(
+        "ztq worker --queue mail:two --burst",
+        "'two' is not a thread count",
+        2,
+        "a count after the colon, not a word",
+    ),
+    _cli("ztq worker --queue mail:2:proces --burst", "'proces' is not a pool", 2),
+    _cli("ztq worker --queue mail:2:thread:x --burst", "NAME[:N[:POOL]][:shards=S]", 2),
+    _cli(
+        "ztq worker --queue mail:0 --burst",
+        "0 threads serve nothing",
+        2,
+        "a worker given queues serves exactly those, never `default` instead",
+    ),
+    _cli("ztq worker --queue mail:2:shard=3 --burst", "shards=N", 2),
+    _cli("ztq worker --queue mail:1..8:proces --burst", "proces", 2),
+    _cli(
+        "ztq worker --import no_such_module_xyz --burst",
+        "cannot import task module 'no_such_module_xyz'",
+        2,
+    ),
+    _cli("ztq worker --lease soon --burst", "argument --lease: invalid float value: 'soon'", 2),
+    _cli(
+        "ZTQ_QUEUES='mail:2 pdf:two' ztq worker --burst",
+        "environment variable ZTQ_QUEUES 'pdf:two': 'two' is not a thread count",
+        2,
+        "ZTQ_QUEUES is read by --queue's grammar",
+    ),
+    _cli(
+        "ZTQ_LEASE=soon ztq worker --burst",
+        "environment variable ZTQ_LEASE: lease",
+        2,
+        "environment variables are checked as flags are",
+    ),
+    _cli("ZTQ_PREFIX='a b' ztq info", "ZTQ_PREFIX", 2),
+    _cli("ZTQ_REDIS_URL=localhost:6379 ztq info", "ZTQ_REDIS_URL", 2),
+    _cli("ztq redo mail nosuchid", "nosuchid", 1, "exit 1: not found"),
+    _cli("ztq redo nosuchqueue --all", "no queue nosuchqueue", 1),
+    _cli("ztq redo mail", "ztq redo QUEUE ID... | ztq redo QUEUE --all", 2),
+    _cli("ztq queue pause nosuchqueue", "no queue nosuchqueue", 1),
+    _cli("ztq task nosuchid", "no task nosuchid", 1),
+    _cli(
+        "ztq enqueue nosuch.task",
+        "give --queue QUEUE to enqueue it by name",
+        2,
+        "a task is found by its registered name or module.function",
+    ),
+    _cli(
+        "ZTQ_REDIS_URL=redis://HOST:PORT/99 ztq info",
+        "redis://HOST:PORT/99",
+        2,
+        "Redis refused the URL (database 99 does not exist)",
+    ),
+    _cli("ztq enqueue tests.sample_tasks.add --args '[1,'", "--args/--kwargs must be JSON", 2),
+    # -- worker ini files -------------------------------------------------------------------
+    _ini(
+        "[server]\nlease = soon",
+        "worker.ini:2: lease must be a number, not 'soon'",
+        "each value is checked, and the message names the file and line",
+    ),
+    _ini("[server]\nprefix = a b", "worker.ini:2: prefix must be 1-32 of A-Z a-z 0-9 _ . -"),
+    _ini("[server]\nheartbeat = 0", "worker.ini:2: heartbeat must be a number > 0"),
+    _ini("[server]\nprefetch = 0", "worker.ini:2: prefetch must be a whole number between 1"),
+    _ini("[server]\nmax_lost = 0", "worker.ini:2: max_lost must be a whole number between 1"),
+    _ini("[server]\nresult_ttl = -1", "worker.ini:2: result_ttl must be a number >= 0"),
+    _ini("[server]\nname = has space", "worker.ini:2: name must be 1-64 of"),
+    _ini("[server]\nhealth = http", "worker.ini:2: health must be PORT or HOST:PORT"),
+    _ini(
+        "just some text",
+        "worker.ini:1: 'just some text' stands before any [section]",
+        "configparser's errors, in one line",
+    ),
+    _ini("[server]\nlease 15", "worker.ini:2: 'lease 15' is not 'key = value'"),
+    _ini("[server]\nlease = 10\nlease = 20", "worker.ini:3: 'lease' is given twice in [server]"),
+    _ini("[server]\nlease = 10\n[server]", "worker.ini:3: [server] is given twice"),
+    _ini(
+        "[server]\nleese = 15",
+        "worker.ini:2: unknown option 'leese'",
+        "a misspelt key is not ignored",
+    ),
+    _ini(
+        "[server]\nmodules = no_such_module_xyz", "cannot import task module 'no_such_module_xyz'"
+    ),
+    _ini("[queues]\npdf = 1 proces", "worker.ini:2:", "every word of a queue entry is checked"),
+    _ini("[queues]\nmail = 0", "0 threads serve nothing"),
+    _ini("[queues]\nhot = 8 shard=3", "shards=N"),
+    _ini("[queues]\nfast = urgent, 2, default", "worker.ini:2:"),
+    _ini("[queues]\nbad name = 1", "worker.ini:2: queue name 'bad name' is not allowed"),
+    _ini(
+        "[app:main]\nztq.prefix = a\n[server]\nprefix = b",
+        "prefix is set twice with different values",
+        "a worker and a console reading one file must agree",
+    ),
+    # -- console forms (an operator signed in) -----------------------------------------------
+    _form(
+        "POST /queues/mail/state action=pause csrf_token=FORGED",
+        "Form expired",
+        400,
+        "a form without this session's token is refused",
+    ),
+    _form("POST /queues/mail/state action=explode", "Unknown command.", 303),
+    _form(
+        "POST /queues/mail/state action=limit max_running=abc",
+        "Running limit: a number from 1 to 10000, or empty for none.",
+        303,
+    ),
+    _form(
+        "POST /queues/mail/state action=limit max_running=0",
+        "Running limit: a number from 1 to 10000, or empty for none.",
+        303,
+    ),
+    _form(
+        "POST /queues/mail/state action=pending max_pending=-3",
+        "Pending limit: 1-100000000 or empty",
+        303,
+    ),
+    _form("POST /queues/nosuch/state action=pause", "Not found", 404),
+    _form("POST /workers worker=nosuch cmd=pause", "Not found", 404),
+    _form("POST /bulk action=explode source=errors", "Unknown command.", 303),
+    _form("POST /bulk action=redo source=errors queue=nosuch", "No queue named nosuch.", 303),
+    _form("POST /tasks action=delete", "Select tasks and an action first.", 303),
+    _form(
+        "POST /tasks action=delete task=garbage",
+        "Select tasks and an action first.",
+        303,
+        "a task is named QUEUE:ID",
+    ),
+    _form("POST /cron/run name=nosuch", "No cron entry named nosuch.", 303),
+    _form("POST /sessions/end session=forged", "No session was ended.", 303),
+    _form("GET /tasks/nosuchid", "Not found", 404),
+    _form("GET /queues/bad%20name", "Not found", 404),
+)
+
+
+def namespace() -> dict[str, object]:
+    ns: dict[str, object] = {}
+    exec(NAMESPACE_SOURCE, ns)  # noqa: S102 - the rows are this module's own text
+    return ns
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", "<br>")
+
+
+def render() -> str:
+    """The doc's table, from :data:`MISTAKES`."""
+    lines = [START, "<!-- generated by `python -m tests.bad_inputs`; do not edit by hand -->"]
+    for kind, title in AREAS.items():
+        rows = [m for m in MISTAKES if m.kind == kind]
+        if not rows:
+            continue
+        then = {"python": "raises", "cli": "exit", "ini": "exit", "console": "status"}[kind]
+        lines += ["", f"### {title} ({len(rows)})", "", f"| you wrote | ztq says | {then} |",
+                  "|---|---|---|"]  # fmt: skip
+        for m in rows:
+            does = f"`{m.does}`" if "\n" not in m.does else "<pre>" + _cell(m.does) + "</pre>"
+            says = f"…{m.says}…" + (f" ({m.why})" if m.why else "")
+            lines.append(f"| {_cell(does) if '<pre>' not in does else does} | {_cell(says)} | "
+                         f"{m.then} |")  # fmt: skip
+    lines.append(END)
+    return "\n".join(lines)
+
+
+def current_block(text: str) -> str:
+    return text[text.index(START) : text.index(END) + len(END)]
+
+
+def main() -> None:
+    text = DOC.read_text("utf-8")
+    new = re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: render(), text, flags=re.S)
+    DOC.write_text(new, "utf-8")
+    print(f"rewrote the table of docs/common-mistakes.md ({len(MISTAKES)} mistakes)")
+
+
+if __name__ == "__main__":
+    main()
