@@ -7,7 +7,6 @@ callback carries its own options and callbacks).
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import math
@@ -27,7 +26,6 @@ from ztq.core.errors import (
     InvalidOption,
     SerializationError,
     UnknownOption,
-    ZtqError,
     unknown_name,
 )
 from ztq.core.states import Priority
@@ -149,6 +147,12 @@ def ztq_option_error(name: str) -> InvalidOption:
     )
 
 
+# what a worker adds to a callback's keyword arguments (core/middleware/policies.py
+# Callbacks): ``on_failure`` gets the error's type and message, ``on_progress`` the data
+FAILURE_KWARGS = ("error_code", "error_message")
+PROGRESS_KWARG = "progress"
+
+
 def check_option_names(given: Iterable[str], known: Collection[str], what: str) -> None:
     """Refuse an option name that ``what`` does not take: ZTQ's ``ztq_*`` names with the
     ztq option that replaces them, any other with the nearest known name
@@ -216,6 +220,15 @@ class TaskCall:
     app: App | None = field(default=None, repr=False, compare=False)
     _payload: str = field(default="", init=False, repr=False, compare=False)
     _id: str = field(default="", init=False, repr=False, compare=False)  # the MD5, once known
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> TaskCall:
+        """A keyword that is no option is :class:`UnknownOption` naming the nearest one (as
+        for ``prepare`` and ``enqueue``), not Python's bare ``TypeError``; ``replace`` and
+        ``with_options`` come through here too."""
+        if not _FIELD_NAMES.issuperset(kwargs):
+            unknown = [k for k in kwargs if k not in _FIELD_NAMES]
+            check_option_names(unknown, OPTION_NAMES, "TaskCall")
+        return super().__new__(cls)
 
     def __post_init__(self) -> None:
         check_task_name(self.task)
@@ -386,27 +399,6 @@ OPTION_NAMES = frozenset(
     f.name for f in fields(TaskCall) if f.init and f.name not in ("task", "args", "kwargs", "app")
 )
 _FIELD_NAMES = frozenset(f.name for f in fields(TaskCall) if f.init)
-
-
-def _checked_init(init: Callable[..., None]) -> Callable[..., None]:
-    """``TaskCall.__init__`` whose unknown keyword is an :class:`UnknownOption` naming the
-    nearest option (``replace``/``with_options`` go through it too); free when the names
-    are right: they are looked at only after the ``TypeError``."""
-
-    @functools.wraps(init)
-    def __init__(self: TaskCall, *args: Any, **kwargs: Any) -> None:  # noqa: N807
-        try:
-            init(self, *args, **kwargs)
-        except TypeError as exc:
-            if not isinstance(exc, ZtqError):  # not SerializationError: Python's own
-                check_option_names([k for k in kwargs if k not in _FIELD_NAMES],
-                                   OPTION_NAMES, "TaskCall")  # fmt: skip
-            raise
-
-    return __init__
-
-
-TaskCall.__init__ = _checked_init(TaskCall.__init__)  # type: ignore[method-assign]
 
 
 class CallTemplate:

@@ -14,7 +14,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from ztq.core.client.calls import (
+    FAILURE_KWARGS,
     OPTION_NAMES,
+    PROGRESS_KWARG,
     CallTemplate,
     TaskCall,
     check_option_names,
@@ -309,10 +311,6 @@ def wrong_arguments(name: str, sig: inspect.Signature, exc: TypeError) -> WrongA
     return WrongArguments(f"{name}{shown}: {exc}")
 
 
-# what the worker adds to a callback's call (core/middleware/policies.py Callbacks)
-_FAILURE_ARGUMENTS = {"error_code": "", "error_message": ""}
-
-
 def check_callbacks(app: App, call: TaskCall) -> None:
     """Bind the callbacks ``call`` carries (and theirs) as the worker will call them, when
     ``app`` knows their function: ``callback`` with the parent's result first if it
@@ -332,11 +330,11 @@ def check_callbacks(app: App, call: TaskCall) -> None:
             if role == "callback" and cb.pass_result:
                 args = (None, *args)
             elif role == "on_failure":
-                kwargs = {**kwargs, **_FAILURE_ARGUMENTS}
+                kwargs = {**kwargs, **dict.fromkeys(FAILURE_KWARGS, "")}
             if role != "on_progress":
                 tf.check_arguments(args, kwargs)
             elif type(tf.signature) is inspect.Signature:
-                tf.check_arguments(args, {**kwargs, "progress": {}})
+                tf.check_arguments(args, {**kwargs, PROGRESS_KWARG: {}})
             else:
                 partial_check(tf, args, kwargs)
         check_callbacks(app, cb)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any, ClassVar
 
-from ztq.core.client.calls import TaskCall
+from ztq.core.client.calls import FAILURE_KWARGS, PROGRESS_KWARG, TaskCall
 from ztq.core.errors import UnknownTask
 from ztq.core.middleware.base import Middleware, Outcome, Run
 
@@ -189,13 +189,13 @@ class Callbacks(Middleware):
         self._send(run, data, {})
 
     def on_failure(self, run: Run, outcome: Outcome) -> None:
-        extra = {"error_code": outcome.error_type, "error_message": outcome.message}
+        extra = dict(zip(FAILURE_KWARGS, (outcome.error_type, outcome.message), strict=True))
         self._send(run, run.opts.get("on_failure"), extra)
 
     def on_progress(self, run_context: Any, data: dict[str, Any]) -> None:
         call: TaskCall | None = run_context.on_progress
         if call is not None:
-            call.with_options(kwargs={**call.kwargs, "progress": data}).enqueue()
+            call.with_options(kwargs={**call.kwargs, PROGRESS_KWARG: data}).enqueue()
 
     @staticmethod
     def _send(run: Run, data: dict[str, Any] | None, extra: dict[str, Any]) -> None:
