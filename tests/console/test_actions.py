@@ -31,7 +31,8 @@ def follow_bulk(app: TestApp, response) -> tuple[int, object]:  # type: ignore[n
 
 
 def failed(store: Storage, n: int, message: str = "bad", task=t.boom) -> list[str]:  # type: ignore[no-untyped-def]
-    ids = [task.delay(f"{message} {i}").id for i in range(n)]
+    # prepare (partial binding): flaky(path, fail_times) is given only its path here
+    ids = [task.prepare((f"{message} {i}",)).enqueue().id for i in range(n)]
     scenario.work(store, fail=lambda p: p["args"][0])
     return ids
 
