@@ -13,8 +13,11 @@ CSRF, security headers.
   of a user; Basic goes through the same throttle as the sign-in form. Nothing else does.
 - Roles: ``viewer`` has the ``view`` permission, ``operator`` also ``operate``. Every view
   needs ``view`` unless it says otherwise (the default permission).
-- Every unsafe request needs the CSRF token (``CookieCSRFStoragePolicy``): state changes
-  always need a session and a token.
+- Every unsafe request needs the CSRF token of its session
+  (:class:`~ztq.console.session.SessionCSRF`): state changes always need a session and a token.
+- Every response, errors included, carries :data:`HEADERS`, and a redirect's ``Location`` is
+  a path, never a URL built from the request's ``Host`` (:func:`execution_policy`). A path or
+  query string that is not UTF-8 is answered 404 or 400 before anything else runs.
 """
 
 from __future__ import annotations
@@ -28,15 +31,17 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Iterable
 from typing import Any
+from urllib.parse import unquote_to_bytes, urlsplit, urlunsplit
 
 from pyramid.authorization import ALL_PERMISSIONS, ACLHelper, Allow, Authenticated, Everyone
 from pyramid.config import Configurator
-from pyramid.csrf import CookieCSRFStoragePolicy
-from pyramid.events import NewResponse
+from pyramid.response import Response
+from pyramid.router import default_execution_policy
 
 from ztq.console.config import ConsoleSettings, User
-from ztq.console.session import is_from_proxy
+from ztq.console.session import SessionCSRF, is_from_proxy
 from ztq.core.auth.logins import login_failed, login_succeeded, login_wait
 from ztq.core.auth.passwords import dummy_hash, verify_password
 from ztq.core.auth.sessions import end_session, grant_of
@@ -238,16 +243,16 @@ class ConsolePolicy:
             return None
         user = self.users.get(name)
         now = time.monotonic()
-        if user is not None and self.cache.known(user, password, now):
-            return user  # checked within the last minute: no scrypt, no Redis
         storage, policy, addr = (
             request.home_storage,
             request.registry.ztq_settings.login,
             request.client_addr,
         )
-        wait, _ = login_wait(storage, policy, name, addr)
+        wait, _ = login_wait(storage, policy, name, addr)  # a lock first, remembered or not
         if wait > 0:
             raise LoginThrottled(wait)
+        if user is not None and self.cache.known(user, password, now):
+            return user  # checked within the last minute: no scrypt
         if user is None or not self.cache.check(user, password, now):
             if user is None:
                 verify_password(password, dummy_hash())  # same cost as a known name
@@ -295,27 +300,77 @@ def check_login(request: Any, name: str, password: str) -> User | None:
     return user if verify_password(password, user.hash) else None
 
 
-def _add_headers(event: NewResponse) -> None:
-    response = event.response
-    for name, value in HEADERS.items():
-        response.headers.setdefault(name, value)
-    if not event.request.path_info.startswith("/static/"):
-        response.headers["Cache-Control"] = "no-store"
+def _undecodable(environ: dict[str, Any]) -> int:
+    """404 if the path is not UTF-8 once unquoted, 400 if the query string is not, else 0.
+    (WSGI hands both over as latin-1 text; WebOb would fail on them later, with a 500.)"""
+    for part, status in (("PATH_INFO", 404), ("QUERY_STRING", 400)):
+        try:
+            unquote_to_bytes(environ.get(part, "").encode("latin-1")).decode("utf-8")
+        except UnicodeError:
+            return status
+    return 0
+
+
+def _final_headers(
+    environ: dict[str, Any], headers: list[tuple[str, str]]
+) -> list[tuple[str, str]]:
+    """The security headers where missing, ``no-store`` but on static assets, and a
+    ``Location`` cut to its path: WebOb makes it absolute from the request's Host header,
+    and every redirect of the console stays on the site."""
+    static = environ.get("PATH_INFO", "").startswith("/static/")
+    out: list[tuple[str, str]] = []
+    for name, value in headers:
+        lower = name.lower()
+        if lower == "cache-control" and not static:
+            continue
+        if lower == "location":
+            parts = urlsplit(value)
+            value = urlunsplit(("", "", "/" + parts.path.lstrip("/"), parts.query, parts.fragment))
+        out.append((name, value))
+    present = {name.lower() for name, _ in out}
+    out += [(name, value) for name, value in HEADERS.items() if name.lower() not in present]
+    if not static:
+        out.append(("Cache-Control", "no-store"))
+    return out
+
+
+def execution_policy(environ: dict[str, Any], router: Any) -> Any:
+    """Pyramid's execution policy, wrapped: undecodable URLs end here (no session, no view),
+    an error no exception view answers is a plain 500 rather than the server's page, and
+    every response leaves with :func:`_final_headers`."""
+    status = _undecodable(environ)
+    if status:
+        response: Any = Response(
+            "Not found\n" if status == 404 else "Bad request: the query string is not UTF-8\n",
+            status=status,
+            content_type="text/plain",
+        )
+    else:
+        try:
+            response = default_execution_policy(environ, router)
+        except Exception:
+            log.exception("unhandled error on %s %r", environ.get("REQUEST_METHOD"),
+                          environ.get("PATH_INFO"))  # fmt: skip
+            response = Response("Internal error\n", status=500, content_type="text/plain")
+
+    def respond(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            return start_response(status, _final_headers(environ, headers), exc_info)
+
+        return response(environ, start)  # type: ignore[no-any-return]
+
+    return respond
 
 
 def includeme(config: Configurator) -> None:
     cfg: ConsoleSettings = config.registry.ztq_settings
     config.include(".session")
-    config.set_csrf_storage_policy(
-        CookieCSRFStoragePolicy(
-            cookie_name="ztq_csrf", secure=cfg.secure_cookies, httponly=True, samesite="Lax"
-        )
-    )
+    config.set_csrf_storage_policy(SessionCSRF())
     config.set_default_csrf_options(require_csrf=True)
+    config.set_execution_policy(execution_policy)
     config.set_security_policy(ConsolePolicy(cfg))
     config.set_root_factory(Root)
     config.set_default_permission(VIEW)
-    config.add_subscriber(_add_headers, NewResponse)
 
     def user(request: Any) -> User | None:
         return request.identity  # type: ignore[no-any-return]

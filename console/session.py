@@ -5,12 +5,20 @@
 signed-in user's record, flash messages) and the cookie that names it. Only a sign-in
 (:meth:`ConsoleSession.start`) creates a record, so anonymous visitors cost Redis nothing
 and cannot fill it; an unknown or ended cookie is deleted in the response.
+
+The CSRF token (:class:`SessionCSRF`) is bound to the session: an HMAC of the session
+cookie's token with the secret, so it changes with every sign-in and a cookie someone
+planted cannot make one. A visitor not signed in (the sign-in form, the language switch)
+gets a random ``ztq_csrf`` cookie (``__Host-ztq_csrf`` with secure cookies) for it instead,
+deleted at sign-in and sign-out.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hmac
 import ipaddress
+import secrets
 import time
 from collections.abc import Callable
 from functools import wraps
@@ -18,15 +26,29 @@ from typing import Any
 
 from pyramid import csrf
 from pyramid.config import Configurator
-from pyramid.interfaces import ISession
+from pyramid.interfaces import ICSRFStoragePolicy, ISession
 from zope.interface import implementer
 
 from ztq.console.config import ConsoleSettings, Network
-from ztq.core.auth.sessions import SessionRecord, end_session, load_session, open_session
+from ztq.core.auth.sessions import (
+    TOKEN,
+    SessionRecord,
+    csrf_token,
+    end_session,
+    load_session,
+    open_session,
+)
 from ztq.core.auth.sessions import save_session_data as save_data
 from ztq.core.errors import ConnectionFailed
 
 COOKIE = "ztq_session"
+CSRF_COOKIE = "ztq_csrf"  # only before a sign-in; "__Host-ztq_csrf" with secure cookies
+
+
+def csrf_cookie(cfg: ConsoleSettings) -> str:
+    """The anonymous CSRF cookie's name: with secure cookies the ``__Host-`` prefix makes
+    browsers refuse it from a sibling domain or over plain HTTP."""
+    return "__Host-" + CSRF_COOKIE if cfg.secure_cookies else CSRF_COOKIE
 
 
 def _changes(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -41,17 +63,25 @@ def _changes(method: Callable[..., Any]) -> Callable[..., Any]:
 @implementer(ISession)
 class ConsoleSession(dict[str, Any]):
     """``request.session``. ``record`` is the signed-in session (None: anonymous);
-    ``error`` is set when Redis could not be asked (the security policy then answers 503)."""
+    ``error`` is set when Redis could not be asked (the security policy then answers 503);
+    ``token`` is the session cookie's token while ``record`` is live."""
 
     def __init__(
-        self, request: Any, record: SessionRecord | None, error: ConnectionFailed | None = None
+        self,
+        request: Any,
+        record: SessionRecord | None,
+        error: ConnectionFailed | None = None,
+        token: str = "",
     ) -> None:
         super().__init__(record.data if record else {})
         self.request, self.record, self.error = request, record, error
+        self.token = token if record else ""
         self.created = record.created if record else time.time()
         self.new = record is None
         self._dirty = False
         self._cookie: str | None = None  # a token to set, "" to delete, None: leave it
+        self._anon: str | None = None  # the anonymous CSRF cookie's value, once asked
+        self._anon_cookie: str | None = None  # like _cookie, for that cookie
         request.add_response_callback(self._respond)
 
     # -- ours ----------------------------------------------------------------------------------
@@ -71,7 +101,28 @@ class ConsoleSession(dict[str, Any]):
             ua=request.user_agent or "",
         )
         self.record, self.new, self.created, self._cookie = record, False, record.created, token
+        self.token = token
         return record
+
+    def csrf_key(self) -> tuple[str, bool]:
+        """What the CSRF token derives from: the session's token, or (True: anonymous) the
+        random value of the anonymous CSRF cookie, made now if there is none."""
+        if self.record is not None and self.token:
+            return self.token, False
+        if self._anon is None:
+            name = csrf_cookie(self.request.registry.ztq_settings)
+            sent = self.request.cookies.get(name, "")
+            if TOKEN.match(sent) and self._anon_cookie != "":
+                self._anon = sent
+            else:
+                self._anon = self._anon_cookie = secrets.token_urlsafe(32)
+        return self._anon, True
+
+    def new_anonymous_csrf(self) -> None:
+        """Forget the anonymous CSRF cookie (sign-in, sign-out): a new one when asked."""
+        name = csrf_cookie(self.request.registry.ztq_settings)
+        self._anon = None
+        self._anon_cookie = "" if name in self.request.cookies or self._anon_cookie else None
 
     def _respond(self, request: Any, response: Any) -> None:
         cfg = request.registry.ztq_settings
@@ -87,6 +138,12 @@ class ConsoleSession(dict[str, Any]):
             )
         elif self._cookie == "":
             response.delete_cookie(COOKIE, path="/")
+        name = csrf_cookie(cfg)
+        if self._anon_cookie:  # for the browser's current visit only
+            response.set_cookie(name, self._anon_cookie, path="/", secure=cfg.secure_cookies,
+                                httponly=True, samesite="Lax")  # fmt: skip
+        elif self._anon_cookie == "":
+            response.set_cookie(name, None, path="/", secure=cfg.secure_cookies)  # delete it
         if self._dirty and self.record is not None:
             with contextlib.suppress(ConnectionFailed):  # a flash lost with Redis: the page
                 save_data(request.home_storage, self.record.handle, dict(self))  # answered already
@@ -102,6 +159,8 @@ class ConsoleSession(dict[str, Any]):
             self.record = None
         if COOKIE in self.request.cookies or self._cookie:
             self._cookie = ""
+        self.token = ""
+        self.new_anonymous_csrf()
         dict.clear(self)
         self._dirty = False
 
@@ -124,7 +183,7 @@ class ConsoleSession(dict[str, Any]):
     def peek_flash(self, queue: str = "") -> list[Any]:
         return self.get("_f_" + queue, [])  # type: ignore[no-any-return]
 
-    def new_csrf_token(self) -> str:  # CSRF lives in its own cookie (security.py)
+    def new_csrf_token(self) -> str:  # see SessionCSRF
         return str(csrf.new_csrf_token(self.request))
 
     def get_csrf_token(self) -> str:
@@ -143,10 +202,30 @@ def session_factory(request: Any) -> ConsoleSession:
         )
     except ConnectionFailed as exc:
         return ConsoleSession(request, None, exc)
-    session = ConsoleSession(request, record)
+    session = ConsoleSession(request, record, token=token)
     if record is None:
         session._cookie = ""  # ended or never ours: the browser forgets it
     return session
+
+
+@implementer(ICSRFStoragePolicy)
+class SessionCSRF:
+    """The console's CSRF policy: the token of the request's session (see the module's
+    docstring). Nothing is stored; a changed secret changes every token."""
+
+    def get_csrf_token(self, request: Any) -> str:
+        key, anonymous = request.session.csrf_key()
+        return csrf_token(request.registry.ztq_settings.secret, key, anonymous=anonymous)
+
+    def new_csrf_token(self, request: Any) -> str:
+        """A signed-in session's token changes only with the session (at each sign-in)."""
+        if request.session.record is None:
+            request.session.new_anonymous_csrf()
+        return self.get_csrf_token(request)
+
+    def check_csrf_token(self, request: Any, supplied_token: str) -> bool:
+        expected = self.get_csrf_token(request)
+        return hmac.compare_digest(expected.encode(), str(supplied_token).encode())
 
 
 def _is_proxy(addr: str, proxies: tuple[Network, ...]) -> bool:

@@ -110,7 +110,7 @@ def run_ini(m: bad_inputs.Mistake, url: str, capsys, monkeypatch, tmp_path: Path
 
 
 def run_console(m: bad_inputs.Mistake, url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.console.conftest import login
+    from tests.console.conftest import csrf, login
     from ztq.console import main as console
     from ztq.core.auth.passwords import hash_password
 
@@ -122,7 +122,7 @@ def run_console(m: bad_inputs.Mistake, url: str, monkeypatch: pytest.MonkeyPatch
     method, path, *fields = shlex.split(m.does)
     form = [(k, v) for k, _, v in (f.partition("=") for f in fields)]
     if ("csrf_token", "FORGED") not in form and not any(k == "csrf_token" for k, _ in form):
-        form.append(("csrf_token", app.cookies["ztq_csrf"]))
+        form.append(("csrf_token", csrf(app)))
     if method == "GET":
         r = app.get(path, dict(form), expect_errors=True)
     else:

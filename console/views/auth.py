@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pyramid.csrf import new_csrf_token
 from pyramid.httpexceptions import HTTPSeeOther
 from pyramid.security import NO_PERMISSION_REQUIRED, forget, remember
 from pyramid.view import view_config
@@ -15,11 +14,6 @@ from ztq.console.security import check_login
 from ztq.console.web import safe_next, text_param
 from ztq.core.auth.logins import login_failed, login_succeeded, login_wait
 from ztq.core.monitor.streams import write_audit
-
-
-@view_config(route_name="home")
-def home(request: Any) -> HTTPSeeOther:
-    return HTTPSeeOther(location=request.route_path("workers"))
 
 
 @view_config(
@@ -44,7 +38,7 @@ def login(request: Any) -> Any:
     either is locked every attempt gets 429 with ``Retry-After``, before any password check."""
     name = text_param(request, "username", 64)
     password = request.POST.get("password", "")
-    target = safe_next(request.POST.get("next"), request.route_path("workers"))
+    target = safe_next(request.POST.get("next"), request.route_path("home"))
     storage, policy = request.home_storage, request.registry.ztq_settings.login
     addr = request.client_addr  # X-Forwarded-For only from a trusted proxy
     form = {"next": target, "username": name, "failed": False, "wait": 0}
@@ -64,8 +58,7 @@ def login(request: Any) -> Any:
         return {**form, "failed": True}
     if login_succeeded(storage, policy, name, addr):
         write_audit(storage, name, "login unlocked", detail=f"address {addr}: signed in")
-    headers = remember(request, user.name)  # a new session id: no fixation across the login
-    new_csrf_token(request)
+    headers = remember(request, user.name)  # a new session and CSRF token: no fixation
     write_audit(storage, name, "signed in", detail=f"password, from {addr}")
     return HTTPSeeOther(location=target, headers=headers)
 

@@ -63,6 +63,15 @@ def session_handle(secret: str, token: str) -> str:
     return hmac.new(secret.encode(), token.encode(), hashlib.sha256).hexdigest()
 
 
+def csrf_token(secret: str, token: str, *, anonymous: bool = False) -> str:
+    """The CSRF token of the session whose cookie holds ``token`` or, ``anonymous``, of a
+    visitor not signed in whose CSRF cookie holds it: an HMAC with the secret, so a token
+    planted in a cookie does not make a valid one, every sign-in gives a new one, and
+    neither the cookie's token nor the session's handle can be had from it."""
+    message = f"csrf\0{'anonymous' if anonymous else 'session'}\0{token}"
+    return hmac.new(secret.encode(), message.encode(), hashlib.sha256).hexdigest()
+
+
 def grant_of(*parts: str) -> str:
     """A short fingerprint of what allowed a sign-in (role + password hash, or SSO role)."""
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]

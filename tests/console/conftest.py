@@ -11,6 +11,7 @@ from webtest import TestApp
 import ztq.core as ztq
 from ztq.console import main
 from ztq.core.auth.passwords import hash_password
+from ztq.core.auth.sessions import csrf_token
 from ztq.core.engine.storage import Storage
 
 PASSWORD = "correct horse battery"
@@ -77,8 +78,11 @@ def store(redis_url: str) -> Iterator[Storage]:
 
 
 def csrf(app: TestApp) -> str:
-    """The CSRF token of a client's session (as the forms carry it)."""
-    return str(app.cookies["ztq_csrf"])
+    """The CSRF token of a client's session (as the forms carry it), or before a sign-in
+    that of its anonymous CSRF cookie."""
+    if "ztq_session" in app.cookies:
+        return csrf_token(SECRET, app.cookies["ztq_session"])
+    return csrf_token(SECRET, app.cookies["ztq_csrf"], anonymous=True)
 
 
 def post(app: TestApp, url: str, data: dict[str, Any] | list[tuple[str, str]], **kw: Any) -> Any:

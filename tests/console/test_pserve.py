@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import http.client
 import os
 import re
 import socket
@@ -40,12 +41,25 @@ def _sign_in(opener: urllib.request.OpenerDirector, base: str, forwarded: str) -
     request = urllib.request.Request(base + "/login", data=urlencode(form).encode())
     request.add_header("X-Forwarded-For", forwarded)
     with opener.open(request, timeout=5) as r:
-        assert r.url.endswith("/workers")
+        assert r.status == 200 and "/login" not in r.url  # signed in: the first page
 
 
 def _status(opener: urllib.request.OpenerDirector, url: str) -> tuple[int, str]:
     with opener.open(url, timeout=5) as r:  # redirects followed: the final page
         return r.status, r.url
+
+
+def _raw(port: int, path: str, host: str = "") -> http.client.HTTPResponse:
+    """One GET with the path sent as is (urllib would quote it) and any Host header."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    conn.putrequest("GET", path, skip_host=bool(host))
+    if host:
+        conn.putheader("Host", host)
+    conn.endheaders()
+    response = conn.getresponse()
+    response.read()
+    conn.close()
+    return response
 
 
 def test_pserve_app_ini(redis_url: str, user_lines: str, tmp_path: Path) -> None:
@@ -78,6 +92,14 @@ def test_pserve_app_ini(redis_url: str, user_lines: str, tmp_path: Path) -> None
         request.add_header("Authorization", f"Basic {token}")
         with urllib.request.urlopen(request, timeout=5) as r:
             assert r.status == 200 and r.headers["Content-Type"].startswith("application/json")
+        # what waitress decodes: bad UTF-8 is a 404 (path) or 400 (query), never waitress's
+        # 500; every answer has the security headers; no redirect names the Host header
+        for path, status in (("/%ff", 404), ("/static/%ff", 404), ("/login?next=%ff", 400)):
+            got = _raw(port, path)
+            assert got.status == status and got.getheader("Content-Security-Policy"), path
+        got = _raw(port, "/", host="evil.example")
+        assert got.status == 303 and got.getheader("Location") == "/login?next=%2F"
+        assert got.getheader("X-Frame-Options") == "DENY"
         # through waitress, behind a trusted proxy: the forwarded client is the address
         base = f"http://127.0.0.1:{port}"
         jar, stolen = CookieJar(), CookieJar()

@@ -24,8 +24,8 @@ def cookie(app: TestApp) -> str:
 def copy_of(wsgi: Any, app: TestApp) -> TestApp:
     """Another browser holding a copy of ``app``'s cookies (a stolen cookie)."""
     thief = TestApp(wsgi)
-    for name in ("ztq_session", "ztq_csrf"):
-        thief.set_cookie(name, app.cookies[name])
+    for name, value in app.cookies.items():
+        thief.set_cookie(name, value)
     return thief
 
 

@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 from webtest import TestApp
 
-from tests.console.conftest import PASSWORD, login, post
+from tests.console.conftest import PASSWORD, SECRET, login, post
 from ztq.console import main
 from ztq.console.config import load
+from ztq.core.auth.sessions import session_handle
 from ztq.core.engine.storage import Storage
 from ztq.core.errors import ConfigError
 from ztq.core.monitor import streams
@@ -191,3 +192,29 @@ def test_scripts_through_the_proxy_open_no_sessions(sso_wsgi: Any, store: Storag
         assert app.get("/metrics").status_int == 200
     assert not list(store.client.scan_iter(match="ztq:{ztq}:session:*"))
     assert not [e for e in audit(store) if e["action"] == "signed in"]
+
+
+def test_an_sso_user_named_like_a_password_user_is_another_identity(
+    sso_wsgi: Any, store: Storage
+) -> None:
+    """The proxy asserts ``vic`` (a viewer by group) while the password operator ``ann`` and
+    the password viewer ``vic`` are signed in: sessions belong to how one signed in plus the
+    name, so the SSO ``vic`` neither sees nor ends the password ``vic``'s sessions, and the
+    reverse."""
+    pw_vic = login(TestApp(sso_wsgi, extra_environ={"HTTP_USER_AGENT": "PasswordVic/1"}), "vic")
+    sso_vic = via_proxy(sso_wsgi, "vic", "staff")
+    sso_vic.extra_environ["HTTP_USER_AGENT"] = "SsoVic/2"
+    page = sso_vic.get("/sessions")
+    assert "SsoVic/2" in page.text and "PasswordVic/1" not in page.text
+    handle = session_handle(SECRET, pw_vic.cookies["ztq_session"])
+    r = post(sso_vic, "/sessions/end", {"handle": handle})
+    assert "No session was ended." in r.follow().text
+    post(sso_vic, "/sessions/end", {"others": "1"})
+    assert pw_vic.get("/workers").status_int == 200  # still signed in
+    page = pw_vic.get("/sessions")
+    assert "PasswordVic/1" in page.text and "SsoVic/2" not in page.text
+    post(pw_vic, "/sessions/end", {"others": "1"})
+    assert sso_vic.get("/sessions").status_int == 200
+    assert len(list(store.client.scan_iter(match="ztq:{ztq}:session:*"))) == 2
+    ann = login(TestApp(sso_wsgi), "ann")  # an operator sees and may end both
+    assert ann.get("/sessions").text.count('name="handle"') == 2

@@ -123,3 +123,13 @@ def test_basic_credentials_are_throttled_like_the_sign_in_form(
     assert r.status_int == 429 and int(r.headers["Retry-After"]) >= 1  # ... right one waits
     actions = [e["action"] for e in streams.stream_page(store, "audit", limit=10).rows]
     assert "login locked" in actions
+
+
+def test_a_lock_stops_basic_credentials_checked_a_moment_ago(anon: TestApp, store: Storage) -> None:
+    """A scraper's Basic login is remembered for a minute (no scrypt per request), but a
+    lock of the name or the address still comes first: the right password waits too."""
+    assert anon.get("/api/workers", headers=basic("ann")).status_int == 200  # now remembered
+    for _ in range(6):
+        anon.get("/api/workers", headers=basic("ann", "guess"), expect_errors=True)
+    r = anon.get("/api/workers", headers=basic("ann"), expect_errors=True)
+    assert r.status_int == 429 and int(r.headers["Retry-After"]) >= 1
