@@ -163,6 +163,13 @@ class Keys:
         TAB thread TAB token TAB failures TAB id TAB payload``); it blocks on this list."""
         return self._q(queue, "hand")
 
+    def fetched(self, queue: str, worker_id: str) -> str:
+        """One executor's last fetch that took tasks (``worker_id``: worker id ``/`` thread):
+        ``request id TAB id TAB token ...``, kept as long as the lease, so that the same
+        request sent again (its reply lost) gets the same leases (docs/design.md, "Lost
+        replies")."""
+        return self._q(queue, f"fetched:{worker_id}")
+
     def overflow(self, queue: str) -> str:
         """A full queue's buffer (``when_full = buffer``): ids that wait to enter the ready
         lists, moved in (oldest first) as the queue drains."""

@@ -7,10 +7,17 @@ Separate because this is the state machine itself, the part the worker's hot loo
 write methods come in two forms, ``x(...)`` that runs now and ``x_op(...)`` that returns an
 operation for :meth:`Storage.execute`, so callers batch several moves into one round trip
 (transactions, a worker's ack + next fetch).
+
+A reply lost on its way back (a timeout, a reset connection, while Redis applied the call)
+does no harm when the call is sent again, by the client's retries or by the worker's next
+round trip (docs/design.md, "Lost replies"): a fetch carries a request id, and the same
+request gets the same leases; an ack, a failure or a renewal presents the run's token, and
+one that already went through is answered as the first time, never refused.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -98,6 +105,14 @@ class Finished:
 class TaskMoves(Transport):
     """The script calls that move tasks between ready, delayed, running, done and errors."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # the request id of each executor's (queue, worker, thread) fetch until its reply
+        # is read: a fetch sent again after a lost reply keeps it (see fetch_op)
+        self._fetch_ids: dict[tuple[str, str, str], str] = {}
+        self._fetch_of: dict[str, tuple[str, str, str]] = {}  # request id -> its executor
+        self._fetch_keys: dict[tuple[str, str, str], list[str]] = {}
+
     def _key_list(self, script: str, queue: str) -> list[str]:
         """KEYS of the hot-path scripts (enqueue, fetch), built once per queue."""
         keys = self._key_lists.get((script, queue))
@@ -158,15 +173,32 @@ class TaskMoves(Transport):
         self, queue: str, worker: str, thread: str, lease_ms: int, limit: int, wait_ms: int = 0
     ) -> Op:
         """The fetch script call; ``wait_ms`` > 0 registers the caller as the queue's waiting
-        executor when it takes nothing (see :meth:`handed`)."""
-        keys = self._key_list("fetch", queue)
-        return ("fetch", keys, [worker, thread, int(lease_ms), int(limit), int(wait_ms)])
+        executor when it takes nothing (see :meth:`handed`).
 
-    @staticmethod
-    def parse_fetch(queue: str, reply: Sequence[Any]) -> list[Leased]:
+        It carries a request id, the same for every fetch of this executor (``queue``,
+        ``worker``, ``thread``) until :meth:`parse_fetch` reads a reply to it: a fetch whose
+        reply was lost, sent again, gets the leases the first one took (not new ones, while
+        those would idle until their lease ran out)."""
+        executor = (queue, worker, thread)
+        rid = self._fetch_ids.get(executor)
+        if rid is None:
+            rid = self._fetch_ids[executor] = os.urandom(8).hex()
+            self._fetch_of[rid] = executor
+        keys = self._fetch_keys.get(executor)
+        if keys is None:
+            keys = [*self._key_list("fetch", queue), self.keys.fetched(queue, f"{worker}/{thread}")]
+            self._fetch_keys[executor] = keys
+        return ("fetch", keys, [worker, thread, int(lease_ms), int(limit), int(wait_ms), rid])
+
+    def parse_fetch(self, queue: str, reply: Sequence[Any]) -> list[Leased]:
+        """The leases of a fetch's reply; its request is answered (the executor's next
+        fetch is a new one)."""
+        executor = self._fetch_of.pop(str(reply[1]), None) if len(reply) > 1 else None
+        if executor is not None:
+            self._fetch_ids.pop(executor, None)
         return [
             Leased(str(reply[i]), queue, int(reply[i + 1]), str(reply[i + 3]), int(reply[i + 2]))
-            for i in range(1, len(reply), 4)
+            for i in range(2, len(reply), 4)
         ]
 
     @staticmethod
@@ -218,7 +250,9 @@ class TaskMoves(Transport):
         return ("ack", keys, args)
 
     def ack(self, queue: str, worker: str, items: Iterable[Finished], **kw: Any) -> list[str]:
-        """Acknowledge finished runs; returns the ids whose ack was refused (stale lease)."""
+        """Acknowledge finished runs; returns the ids whose ack was refused: their run lost
+        its lease (reaped, handed on). A run acknowledged already (the same ack sent again)
+        and a record that is gone are not refused."""
         name, keys, args = self.ack_op(queue, worker, items, **kw)
         return [str(x) for x in self.call(name, keys, args)]
 
@@ -251,14 +285,17 @@ class TaskMoves(Transport):
         traceback: str,
         **kw: Any,
     ) -> str:
-        """Record a failed run: returns 'error', 'retry', 'rerun' or 'refused'."""
+        """Record a failed run: returns 'error', 'retry', 'rerun', 'refused' (the run lost
+        its lease), or 'gone' (no record). The same failure sent again gets the first one's
+        answer."""
         name, keys, args = self.fail_op(queue, worker, task_id, token, task, error, traceback, **kw)
         return str(self.call(name, keys, args))
 
     def renew(
         self, queue: str, worker: str, lease_ms: int, held: Iterable[tuple[str, int]]
     ) -> list[str]:
-        """Extend leases; returns the ids this worker does not hold any more."""
+        """Extend leases; returns the ids this worker does not hold any more (not those
+        whose run it acknowledged or failed meanwhile)."""
         args: list[Any] = [worker, int(lease_ms)]
         for task_id, token in held:
             args += [task_id, token]

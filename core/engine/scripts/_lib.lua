@@ -7,6 +7,11 @@
 -- was enqueued ({state = 'queued', enqueued = ms}, nothing else) is the bare time: most
 -- records of a long queue are such, and JSON keys were about half of each.
 
+-- The layout of the stored data these scripts write (docs/design.md, "Layout versions"):
+-- a record saved in its JSON form carries it as `v`. A record without `v` was written by a
+-- release before layout 2 (or waits in the bare form, which every layout reads alike).
+local LAYOUT = 2
+
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -47,7 +52,14 @@ local function as_enqueued(meta)
 end
 
 local function save(tasks, id, meta, payload)
-  local head = as_enqueued(meta) and string.format('%d', meta.enqueued) or cjson.encode(meta)
+  meta.v = nil  -- not a field that keeps a record out of the bare form
+  local head
+  if as_enqueued(meta) then
+    head = string.format('%d', meta.enqueued)
+  else
+    meta.v = LAYOUT
+    head = cjson.encode(meta)
+  end
   redis.call('HSET', tasks, id, head .. '\n' .. payload)
 end
 
@@ -219,9 +231,30 @@ end
 -- redo, rerun, delete and enqueue again). Every write of a run (ack, fail, renew, progress,
 -- release) goes through here. Tokens are kept as decimal strings: cjson writes numbers with
 -- 14 significant digits, which would merge tokens from 1e14 on.
+-- A record leased by a release of 24 Nov 2026 (8563e7f to a798050) keeps its token as a
+-- JSON number: read as the same decimal string.
 local function holds(meta, token, worker)
-  return meta ~= nil and meta.state == 'running' and meta.fence ~= nil
-    and meta.fence == token and meta.worker == worker
+  if meta == nil or meta.state ~= 'running' or meta.worker ~= worker then return false end
+  local fence = meta.fence
+  if type(fence) == 'number' then fence = string.format('%d', fence) end
+  return fence ~= nil and fence == token
+end
+
+-- Lost replies (docs/design.md, "Lost replies"): a run's end (ack, fail) is kept on the
+-- record as `settled` = '<token> <outcome>' (outcome: done, error, retry, rerun), so that
+-- the same call sent again, its first reply lost to a timeout or a reset connection, is
+-- answered as the first one was instead of refused. It stays until the next run of the task
+-- ends (a worker that re-sends its acks after a long outage is answered too), and an
+-- enqueue that replaces the record drops it.
+local function settle(meta, token, outcome)
+  meta.settled = token .. ' ' .. outcome
+end
+
+-- The outcome of the run presenting `token` when it already ended (see settle), else nil.
+local function settled_by(meta, token)
+  local s = meta and meta.settled
+  if type(s) ~= 'string' or string.sub(s, 1, #token + 1) ~= token .. ' ' then return nil end
+  return string.sub(s, #token + 2)
 end
 
 -- A new series of runs (redo, or an identical enqueue that arrived during a run): the counts

@@ -5,7 +5,10 @@
 --       15 config
 -- ARGV: 1 worker id, 2 result ttl ms (0 = drop the record now), 3 history maxlen,
 --       then per task 4 fields: id, fencing token, task name, result JSON ('' = none)
--- Returns: the ids whose ack was refused (lease lost to another run, or record gone).
+-- Returns: the ids whose ack was refused: the run lost its lease (reaped, handed on). An ack
+--          of a run that already ended this way (the same ack sent again: its first reply
+--          was lost) is not refused and changes nothing, nor is an ack of a record that is
+--          gone (finished and dropped or expired, deleted): docs/design.md, "Lost replies".
 local ready = {high = KEYS[8], normal = KEYS[9], low = KEYS[10]}
 local worker, ttl, maxlen = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local now = now_ms()
@@ -15,7 +18,7 @@ for i = 4, #ARGV, 4 do
   local id, token, name, result = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local meta, payload = load(KEYS[1], id)
   if not holds(meta, token, worker) then
-    refused[#refused + 1] = id
+    if meta and not settled_by(meta, token) then refused[#refused + 1] = id end
   else
     redis.call('ZREM', KEYS[2], id)
     local started = meta.started or now
@@ -28,6 +31,7 @@ for i = 4, #ARGV, 4 do
     local rerun = meta.rerun
     clear_run(meta)
     meta.ended = now
+    settle(meta, token, 'done')
     if rerun then
       meta.state, meta.enqueued = 'queued', now
       new_series(meta)

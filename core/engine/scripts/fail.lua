@@ -5,7 +5,9 @@
 -- ARGV: 1 worker id, 2 id, 3 fencing token, 4 task name, 5 error "Type: message",
 --       6 traceback, 7 retry delay ms (-1 = no retry: to the error list), 8 history maxlen
 -- Returns: 'error', 'retry', 'rerun' (an identical enqueue arrived meanwhile: queued again)
---          or 'refused' (lease lost to another run; nothing changed).
+--          or 'refused' (lease lost to another run; nothing changed). The same failure sent
+--          again (its first reply lost) gets the first one's answer and changes nothing; a
+--          failure of a record that is gone: 'gone' (docs/design.md, "Lost replies").
 local ready = {high = KEYS[8], normal = KEYS[9], low = KEYS[10]}
 local worker, id, token, name = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local err, tb, retry, maxlen = ARGV[5], ARGV[6], tonumber(ARGV[7]), ARGV[8]
@@ -21,7 +23,8 @@ local function utf8_head(s, n)
 end
 local meta, payload = load(KEYS[1], id)
 if not holds(meta, token, worker) then
-  return 'refused'
+  if not meta then return 'gone' end
+  return settled_by(meta, token) or 'refused'
 end
 local now = now_ms()
 local started = meta.started or now
@@ -42,18 +45,21 @@ clear_run(meta)
 if rerun then
   meta.state, meta.enqueued = 'queued', now
   new_series(meta)
+  settle(meta, token, 'rerun')
   push_ready(KEYS[1], ready, id, meta, payload, false)
   wake(KEYS[11])
   return 'rerun'
 end
 meta.failures = (meta.failures or 0) + 1  -- what `retries` limits (lost leases do not count)
 if retry >= 0 then
+  settle(meta, token, 'retry')
   meta.state, meta.due = 'delayed', now + retry
   save(KEYS[1], id, meta, payload)
   redis.call('ZADD', KEYS[5], now + retry, id)
   wake(KEYS[12])
   return 'retry'
 end
+settle(meta, token, 'error')
 meta.state, meta.failed = 'error', now
 save(KEYS[1], id, meta, payload)
 redis.call('ZADD', KEYS[4], now, id)

@@ -2,19 +2,52 @@
 -- KEYS: 1 tasks, 2 ready:high, 3 ready:normal, 4 ready:low, 5 running, 6 paused, 7 wake,
 --       8 fence (the queue's lease counter), 9 config (`max_running`: leases at once, queue-
 --       wide; a lease counts until it is acked, failed, released or reaped; `max_pending`
---       and `when_full`: see room_made), 10 overflow, 11 room, 12 waiter, 13 hand
+--       and `when_full`: see room_made), 10 overflow, 11 room, 12 waiter, 13 hand,
+--       14 fetched (this executor's last fetch that took tasks: request id TAB id TAB
+--       token ..., kept for the lease's length)
 -- ARGV: 1 worker id, 2 thread name, 3 lease_ms, 4 max tasks, 5 wait_ms (> 0: when nothing
 --       is taken, register the caller as the queue's waiting executor for that long, so
---       that the next enqueue leases its task straight to it: see enqueue.lua)
--- Returns: {registered (1/0), id, token, failures, payload, ...}. `token` is the fencing
---          token that ack/fail/renew/progress/release must present: it comes from the
---          queue's counter, so it is larger than every token handed out before for any task
---          of the queue. `failures` is how many runs of this series failed before (what
---          `retries` counts). A task an enqueue handed to this caller and that it did not
---          take off the hand list yet is returned alone (it is leased already).
+--       that the next enqueue leases its task straight to it: see enqueue.lua), 6 request
+--       id ('' or absent: none). A fetch sent again with the request id of the one that
+--       took the tasks kept in `fetched` (its reply was lost) gets those leases again (the
+--       ones it still holds, as they are) and takes nothing new: docs/design.md, "Lost
+--       replies".
+-- Returns: {registered (1/0), request id, id, token, failures, payload, ...}. `token` is
+--          the fencing token that ack/fail/renew/progress/release must present: it comes
+--          from the queue's counter, so it is larger than every token handed out before
+--          for any task of the queue. `failures` is how many runs of this series failed
+--          before (what `retries` counts). A task an enqueue handed to this caller and
+--          that it did not take off the hand list yet is returned alone (it is leased
+--          already).
 local worker, thread, lease, limit = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-local wait_ms = tonumber(ARGV[5] or '0')
+local wait_ms, rid = tonumber(ARGV[5] or '0'), ARGV[6] or ''
 local now = now_ms()
+-- the same request again (its reply was lost): what it took, as far as it still holds it
+if rid ~= '' then
+  local kept = redis.call('GET', KEYS[14])
+  if kept and string.sub(kept, 1, #rid + 1) == rid .. '\t' then
+    local out, parts = {0, rid}, {}
+    for part in string.gmatch(string.sub(kept, #rid + 2), '[^\t]+') do
+      parts[#parts + 1] = part
+    end
+    for i = 1, #parts - 1, 2 do
+      local id, token = parts[i], parts[i + 1]
+      local meta, payload = load(KEYS[1], id)
+      if holds(meta, token, worker) and meta.thread == thread then
+        local n = #out
+        out[n + 1], out[n + 2], out[n + 3], out[n + 4] = id, token, meta.failures or 0, payload
+      end
+    end
+    return out
+  end
+end
+-- what this request took, for the same request sent again (kept as long as the lease)
+local function taken_by_request(list)
+  if rid ~= '' then
+    local kept = rid .. '\t' .. table.concat(list, '\t')
+    redis.call('SET', KEYS[14], kept, 'PX', math.max(lease, 1000))
+  end
+end
 -- the caller stops waiting: it is not the queue's waiter any more, and takes what was handed
 local waiter = redis.call('GET', KEYS[12])
 if waiter then
@@ -26,16 +59,17 @@ if handed then
   local h = fields(handed, 6)
   if h[1] == worker and h[2] == thread then
     redis.call('LPOP', KEYS[13])
-    return {0, h[5], h[3], h[4], h[6]}
+    taken_by_request({h[5], h[3]})
+    return {0, rid, h[5], h[3], h[4], h[6]}
   end
 end
-if redis.call('EXISTS', KEYS[6]) == 1 then return {0} end
+if redis.call('EXISTS', KEYS[6]) == 1 then return {0, rid} end
 local capped = false
 local cfg = redis.call('HMGET', KEYS[9], 'max_running', 'max_pending', 'when_full')
 local cap = cfg[1]
 if cap then
   local free = tonumber(cap) - redis.call('ZCARD', KEYS[5])
-  if free <= 0 then return {0} end
+  if free <= 0 then return {0, rid} end
   if free <= limit then limit, capped = free, true end
 end
 local taken = {}
@@ -63,12 +97,12 @@ if #taken == 0 then
     if not other or tonumber(fields(other, 4)[4]) <= now then
       redis.call('SET', KEYS[12], worker .. '\t' .. thread .. '\t' .. lease .. '\t' ..
         string.format('%d', now + wait_ms), 'PX', wait_ms + 1000)
-      return {1}
+      return {1, rid}
     end
   end
-  return {0}
+  return {0, rid}
 end
-local out = {0}
+local out, kept = {0, rid}, {}
 local first = redis.call('INCRBY', KEYS[8], #taken) - #taken
 for i, t in ipairs(taken) do
   local id, meta, payload = t[1], t[2], t[3]
@@ -79,7 +113,10 @@ for i, t in ipairs(taken) do
   out[#out + 1] = meta.fence
   out[#out + 1] = meta.failures or 0
   out[#out + 1] = payload
+  kept[#kept + 1] = id
+  kept[#kept + 1] = meta.fence
 end
+taken_by_request(kept)
 -- more is ready than this caller took: wake another idle worker (chain wake-up), unless the
 -- running limit is what stopped it (the end of a run wakes the next one, see slot_freed)
 if #taken == limit and not capped then

@@ -1,7 +1,8 @@
 -- Extend the leases a worker still holds (called by its heartbeat).
 -- KEYS: 1 tasks, 2 running
 -- ARGV: 1 worker id, 2 lease ms, then pairs: id, fencing token
--- Returns: the ids whose lease this worker no longer holds (reaped and handed on, deleted).
+-- Returns: the ids whose lease this worker no longer holds (reaped and handed on, deleted);
+--          not those whose run ended already (acked or failed: see settle in _lib.lua).
 local worker, lease = ARGV[1], tonumber(ARGV[2])
 local deadline = now_ms() + lease
 local lost = {}
@@ -10,7 +11,7 @@ for i = 3, #ARGV, 2 do
   local meta = load(KEYS[1], id)
   if holds(meta, token, worker) then
     redis.call('ZADD', KEYS[2], 'XX', deadline, id)
-  else
+  elseif not settled_by(meta, token) then
     lost[#lost + 1] = id
   end
 end

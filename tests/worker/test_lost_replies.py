@@ -1,0 +1,48 @@
+"""A worker whose fetch or ack reply is lost (issue 28, point 4): the tasks it had fetched
+run at once, once each (not after their lease ran out, with ``attempts`` 2), and no ack of a
+task that ended done is reported refused. Redis is reached through the proxy of
+``tests/core/test_lost_replies.py``, which drops one chosen reply after Redis applied it."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+import ztq.core as ztq
+from tests import sample_tasks as t
+from tests.core.test_lost_replies import ReplyDropper
+from tests.worker.conftest import wait_for
+from ztq.core.engine.record import split_record
+
+
+@pytest.fixture
+def proxy(redis_server: Any, redis_url: str) -> Iterator[ReplyDropper]:
+    p = ReplyDropper(redis_server.port)
+    ztq.connect(p.url)  # the worker's and the test's storage, through the proxy
+    yield p
+    ztq.disconnect_all()
+    p.close()
+
+
+@pytest.mark.parametrize("script", ["fetch", "ack"])
+def test_a_lost_reply_costs_the_worker_nothing(
+    proxy: ReplyDropper,
+    start_worker: Callable[..., Any],
+    caplog: pytest.LogCaptureFixture,
+    script: str,
+) -> None:
+    handles = [t.add.delay(i, i) for i in range(6)]  # waiting: the first fetch takes a batch
+    proxy.arm(script)
+    with caplog.at_level(logging.WARNING):
+        start_worker({"default": 1})
+        wait_for(lambda: all(ztq.ping(h) == "done" for h in handles), timeout=20)
+    assert proxy.dropped == 1
+    storage = ztq.get_storage()
+    for h in handles:
+        meta = split_record(storage.client.hget(storage.keys.tasks("default"), h.id))[0]
+        assert meta["attempts"] == 1, (h.id, meta)  # leased once, run once
+    assert storage.client.xlen(storage.keys.history("default")) == len(handles)
+    assert "refused" not in caplog.text and "expired" not in caplog.text
