@@ -146,3 +146,27 @@ class QueueFull(ZtqError):
         super().__init__(message)
         self.queue, self.limit = queue, limit
         self.refused, self.handles = refused or [], handles or []
+
+
+# -- Redis refusing a producer's write (issue 28): ztq.core.engine.fault_kinds.translate ------
+class RedisFull(ZtqError):
+    """Redis reached ``maxmemory`` and refuses writes (``OOM``, policy ``noeviction``): the
+    enqueue wrote nothing. Free memory (drain or purge queues, shorten result and history
+    retention) or raise ``maxmemory``; the redis-py error is the ``__cause__``."""
+
+
+class RedisReadOnly(ConnectionFailed):
+    """The Redis written to is a read-only replica (``READONLY``): a failover demoted it, or
+    the URL names a replica. Nothing was written; point the URL at the master (or a
+    Sentinel). A :class:`ConnectionFailed`, so code that retries those retries this."""
+
+
+class RedisUnreachable(ConnectionFailed):
+    """Redis could not be reached (refused, reset, timed out): the enqueue may not have
+    been written (an id sent again is kept once). Check that Redis runs and the URL."""
+
+
+class RedisNotReady(ConnectionFailed):
+    """Redis answers but cannot take writes yet (``LOADING`` its data after a restart,
+    ``BUSY`` with a long script, ``MASTERDOWN``, ``TRYAGAIN``): nothing was written; retry
+    shortly."""

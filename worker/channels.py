@@ -31,6 +31,7 @@ from ztq.core.messaging.broadcast import listen_op, read_broadcasts, record_run
 from ztq.core.messaging.channels import Channel, Subscription
 from ztq.core.middleware.base import Outcome, Run
 from ztq.worker.execute import call, prepare
+from ztq.worker.resilience.faults import Faults
 
 if TYPE_CHECKING:
     from ztq.worker.worker import Worker
@@ -43,7 +44,12 @@ LOOK_AGAIN = 0.5  # seconds between two looks at a paused worker's flag (no Redi
 PAUSED_QUEUES = 1.0  # seconds between two looks at paused queues
 
 
-def keep_reading(step: Callable[[float | None], int], stopping: threading.Event, what: str) -> None:
+def keep_reading(
+    step: Callable[[float | None], int],
+    stopping: threading.Event,
+    what: str,
+    faults: Faults | None = None,
+) -> None:
     """Call ``step(READ_BLOCK)`` until the worker stops; a Redis error is logged and retried
     with a doubling delay (0.1 s up to 5 s), so a reader outlives a failover. Once the stop
     is asked, any error ends the reader quietly: a read still waiting in Redis is not waited
@@ -54,14 +60,18 @@ def keep_reading(step: Callable[[float | None], int], stopping: threading.Event,
         try:
             step(READ_BLOCK)
             delay = 0.1
+            if faults is not None:
+                faults.ok(what)
         except Exception as exc:
             if stopping.is_set():
                 return
-            if not isinstance(exc, ZtqError):
-                raise
-            log.warning("%s: %s; retrying", what, exc)
-            stopping.wait(delay)
-            delay = min(delay * 2, 5.0)
+            wait = None if faults is None else faults.failed(what, exc)  # logged once
+            if wait is None:
+                if not isinstance(exc, ZtqError):
+                    raise
+                log.warning("%s: %s; retrying", what, exc)
+                wait, delay = delay, min(delay * 2, 5.0)
+            stopping.wait(wait)
 
 
 class BroadcastReader(threading.Thread):
@@ -78,7 +88,7 @@ class BroadcastReader(threading.Thread):
         self.unrecorded: tuple[str, str, Outcome] | None = None  # ran, end not yet written
 
     def run(self) -> None:
-        keep_reading(self.step, self.owner.stopping, "broadcasts")
+        keep_reading(self.step, self.owner.stopping, f"broadcasts {self.name}", self.worker.faults)
         try:
             self.flush()
         except ZtqError as exc:
@@ -217,7 +227,7 @@ class SubscriptionReader(threading.Thread):
 
     def run(self) -> None:
         what = f"subscription {self.sub.name} of {self.sub.channel}"
-        keep_reading(self.step, self.owner.stopping, what)
+        keep_reading(self.step, self.owner.stopping, what, self.worker.faults)
 
     def step(self, block: float | None) -> int:
         """Read a batch, enqueue a run per JSON message, then acknowledge the batch;

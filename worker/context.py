@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ztq.core.client.calls import TaskCall
 from ztq.core.client.current import app_or_default
+from ztq.core.engine.fault_kinds import describe, kind
 from ztq.core.engine.storage import Storage
 
 if TYPE_CHECKING:
@@ -65,7 +66,7 @@ def report_progress(**data: Any) -> bool:
     if ctx is None:
         return False
     field, value = _progress(data)
-    return _progressed(ctx, data, ctx.storage.set_run_info(*_where(ctx), field, value))
+    return _progressed(ctx, data, _store(ctx, field, value))
 
 
 async def areport_progress(**data: Any) -> bool:
@@ -75,9 +76,12 @@ async def areport_progress(**data: Any) -> bool:
         return False
     field, value = _progress(data)
     if ctx.astorage is None:  # an async task run by a drain or a process slot: its own loop
-        stored = ctx.storage.set_run_info(*_where(ctx), field, value)
+        stored = _store(ctx, field, value)
     else:
-        stored = await ctx.astorage.set_run_info(*_where(ctx), field, value)
+        try:
+            stored = await ctx.astorage.set_run_info(*_where(ctx), field, value)
+        except Exception as exc:
+            stored = _refused(ctx, exc)
     return _progressed(ctx, data, stored)
 
 
@@ -86,7 +90,7 @@ def report_job(pid: int | None = None, comment: str | None = None) -> bool:
     ctx = _current.get()
     if ctx is None:
         return False
-    return all([ctx.storage.set_run_info(*_where(ctx), f, v) for f, v in _job(ctx, pid, comment)])
+    return all([_store(ctx, f, v) for f, v in _job(ctx, pid, comment)])
 
 
 async def areport_job(pid: int | None = None, comment: str | None = None) -> bool:
@@ -97,8 +101,29 @@ async def areport_job(pid: int | None = None, comment: str | None = None) -> boo
         return False
     if ctx.astorage is None:
         return report_job(pid, comment)
-    writes = _job(ctx, pid, comment)
-    return all([await ctx.astorage.set_run_info(*_where(ctx), f, v) for f, v in writes])
+    stored = []
+    for f, v in _job(ctx, pid, comment):
+        try:
+            stored.append(await ctx.astorage.set_run_info(*_where(ctx), f, v))
+        except Exception as exc:
+            stored.append(_refused(ctx, exc))
+    return all(stored)
+
+
+def _store(ctx: RunContext, field: str, value: str) -> bool:
+    try:
+        return ctx.storage.set_run_info(*_where(ctx), field, value)
+    except Exception as exc:
+        return _refused(ctx, exc)
+
+
+def _refused(ctx: RunContext, exc: Exception) -> bool:
+    """A progress or job report Redis refused (full, read-only) or did not take (down): not
+    stored, and no reason to fail the task; any other error is raised."""
+    if kind(exc) is None:
+        raise exc
+    log.debug("progress of %s not stored: %s", ctx.task_id, describe(exc))
+    return False
 
 
 def _where(ctx: RunContext) -> tuple[str, str, int, str]:

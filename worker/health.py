@@ -9,11 +9,16 @@ serves, for Kubernetes, systemd watchdogs and load balancers, on a thread of its
 - ``GET /livez``: 200 while the worker's main loop goes round (it renews leases and writes
   the heartbeat every ``heartbeat`` seconds); 503 once it has not for three heartbeats and
   ten seconds more — a hung process that a restart would mend.
-- ``GET /readyz``: 200 while Redis answers a PING and the last heartbeat was written less
-  than ``lost_after`` seconds ago; 503 with the reason otherwise, and while the worker
-  stops. Not ready is not dead: a Redis outage should not restart every worker.
+- ``GET /readyz``: 200 while Redis answers a PING, takes the worker's calls and the last
+  heartbeat was written less than ``lost_after`` seconds ago; 503 with the reason
+  otherwise (``redis: OOM command not allowed when used memory > 'maxmemory' (renewing
+  leases, for 4 s)``), and while the worker stops. Not ready is not dead: a Redis outage
+  should not restart every worker.
+- ``GET /metrics``: Prometheus text of the worker's own counters: Redis calls that failed
+  by kind of fault, times Redis came back without its data (``worker/resilience``).
 
-Answers are one line of text; nothing about tasks or settings is exposed.
+Answers are one line of text (``/metrics``: a few); nothing about tasks or settings is
+exposed.
 """
 
 from __future__ import annotations
@@ -28,8 +33,10 @@ from typing import Any
 
 import psutil
 
+from ztq.core.engine.fault_kinds import describe, kind
 from ztq.core.engine.storage import Storage
 from ztq.core.errors import ConfigError, ZtqError
+from ztq.worker.resilience.faults import Faults
 
 log = logging.getLogger("ztq.worker")
 
@@ -91,8 +98,11 @@ def parse_address(value: str) -> tuple[str, int]:
 class Health:
     """What the endpoints answer, fed by the worker's main loop."""
 
-    def __init__(self, storage: Storage, heartbeat: float, lost_after: float) -> None:
+    def __init__(
+        self, storage: Storage, heartbeat: float, lost_after: float, faults: Faults | None = None
+    ) -> None:
         self.storage = storage
+        self.faults = faults or Faults(lost_after)
         self.heartbeat, self.lost_after = heartbeat, lost_after
         self.looped = time.monotonic()
         self.beat: float | None = None  # when the last heartbeat was written
@@ -116,8 +126,13 @@ class Health:
             return False, "stopping"
         try:
             self.storage.ping_server()
-        except ZtqError as exc:
-            return False, str(exc)
+        except Exception as exc:  # a health check answers; it never raises
+            if kind(exc) is None and not isinstance(exc, ZtqError):
+                raise
+            return False, str(exc) if isinstance(exc, ZtqError) else describe(exc)
+        reason = self.faults.reason()  # Redis answers, but refuses a thread's calls
+        if reason is not None:
+            return False, reason
         if self.beat is None:
             return False, "no heartbeat written yet"
         age = time.monotonic() - self.beat
@@ -130,12 +145,16 @@ class HealthServer:
     """``/livez`` and ``/readyz`` on a daemon thread."""
 
     def __init__(self, health: Health, address: tuple[str, int]) -> None:
-        checks = {"/livez": health.live, "/readyz": health.ready}
+        checks = {
+            "/livez": health.live,
+            "/readyz": health.ready,
+            "/metrics": lambda: (True, health.faults.metrics().rstrip("\n")),
+        }
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 (http.server's name)
                 check = checks.get(self.path.split("?", 1)[0])
-                ok, text = check() if check else (False, "not found: /livez or /readyz")
+                ok, text = check() if check else (False, "not found: /livez, /readyz or /metrics")
                 body = (text + "\n").encode()
                 self.send_response(200 if ok else (503 if check else 404))
                 self.send_header("Content-Type", "text/plain; charset=utf-8")

@@ -34,10 +34,15 @@ class Scheduler(threading.Thread):
             try:
                 self.step()
                 delay = 0.5
-            except ZtqError as exc:
-                log.warning("scheduler: %s; retrying in %.1fs", exc, delay)
-                self.worker.stopping.wait(delay)
-                delay = min(delay * 2, 5.0)
+                self.worker.faults.ok("scheduler")
+            except Exception as exc:
+                wait = self.worker.faults.failed("scheduler", exc)  # a Redis fault: logged once
+                if wait is None:
+                    if not isinstance(exc, ZtqError):
+                        raise
+                    log.warning("scheduler: %s; retrying in %.1fs", exc, delay)
+                    wait, delay = delay, min(delay * 2, 5.0)
+                self.worker.stopping.wait(wait)
 
     def step(self) -> float:
         """Promote what is due, reap expired leases, then wait until the next instant that

@@ -8,7 +8,6 @@ queue's executors) is the base class ``ztq.worker.control.Control``.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import signal
@@ -26,6 +25,7 @@ from ztq.core.client.app import (
     tasks_elsewhere,
 )
 from ztq.core.client.cron import CronTable
+from ztq.core.engine.fault_kinds import kind
 from ztq.core.engine.storage import Reaped, Storage
 from ztq.core.engine.workers import (
     disabled_cron,
@@ -46,6 +46,8 @@ from ztq.worker.executors.async_pool import AsyncExecutor
 from ztq.worker.executors.threads import BaseExecutor, Executor
 from ztq.worker.executors.timeouts import TimeoutWatch
 from ztq.worker.health import Health, HealthServer, SysInfo, parse_address
+from ztq.worker.resilience.faults import UNANSWERED, Deferred, Faults, best_effort
+from ztq.worker.resilience.identity import ServerWatch
 from ztq.worker.scaler import Scaler
 from ztq.worker.scheduler import Scheduler
 
@@ -82,7 +84,12 @@ class Worker(Control):
         self.scheduler: Scheduler | None = None
         self.timeouts = TimeoutWatch(self)
         self._drain_setup = False
-        self.health = Health(self.storage, cfg.heartbeat, cfg.lost_after)
+        # Redis refusing or not answering: every thread's faults, the writes that wait
+        # for Redis to take them, and which data set it holds (ztq.worker.resilience)
+        self.faults = Faults(cfg.lease)
+        self.deferred = Deferred(self.faults)
+        self.watch = ServerWatch(self)
+        self.health = Health(self.storage, cfg.heartbeat, cfg.lost_after, self.faults)
         self.health_server: HealthServer | None = None
         # queue -> its shards (just the queue when it has none), from the config, the app's
         # tasks and the shards producers registered (refreshed every heartbeat)
@@ -98,13 +105,20 @@ class Worker(Control):
         self.check_apps()
         self.check_pools()
         self.cron = CronTable(self.app.cron_entries())
-        self.publish_cron()
-        self.register_queues(self.cfg.queues)
-        previous = get_worker(self.storage, self.id)
-        kind = "reboot" if previous is not None else "start"
+        # a Redis that answers but refuses writes (full, a replica, loading) does not stop
+        # the start: what it refuses is written by the main loop once it takes writes
+        self.deferred.attempt("the cron entries", self.publish_cron)
+        self.deferred.attempt("the queues served", lambda: self.register_queues(self.cfg.queues))
+        previous = None
+        with best_effort():
+            self.watch.check()
+            previous = get_worker(self.storage, self.id)
+        event = "reboot" if previous is not None else "start"
         serving = f"pid {os.getpid()} serving {', '.join(self.cfg.queues)}"
-        log_event(self.storage, kind, self.id, serving, ip=self.sysinfo.ip)
-        self.heartbeat()
+        self.deferred.attempt(f"the {event} event", lambda: log_event(
+            self.storage, event, self.id, serving, ip=self.sysinfo.ip))  # fmt: skip
+        with best_effort():
+            self.heartbeat()
 
     def start_summary(self) -> str:
         """What this worker serves, as one block (issue 24: nothing silent): version, app,
@@ -220,13 +234,29 @@ class Worker(Control):
 
     # -- maintenance -------------------------------------------------------------------------
     def tick(self, now: float | None = None) -> None:
-        """Renew leases, autoscale, heartbeat, hand back dead workers' tasks, move due tasks,
-        fire cron."""
+        """Look at Redis's identity, renew leases, autoscale, heartbeat, write what waits,
+        hand back dead workers' tasks, move due tasks, fire cron. A step that Redis refuses
+        does not keep the next from trying (leases are renewed even when heartbeats are
+        refused); the first fault is raised at the end, or at once when Redis does not
+        answer at all."""
         now = time.time() if now is None else now
-        self.renew_leases()
-        self.scaler.step(now)
-        self.heartbeat()
-        self.channels.beat()
+        failure: Exception | None = None
+        for step in (self.watch.check, self.renew_leases, lambda: self.scaler.step(now),
+                     self.heartbeat, self.channels.beat, self.deferred.retry,
+                     lambda: self.maintain(now)):  # fmt: skip
+            try:
+                step()
+            except Exception as exc:
+                if kind(exc) is None:
+                    raise
+                failure = failure or exc
+                if kind(exc) in UNANSWERED:
+                    break
+        if failure is not None:
+            raise failure
+
+    def maintain(self, now: float) -> None:
+        """Learn new shards, reap and promote every known queue, fire cron."""
         known = self.storage.queues()
         self.refresh_shards(known)
         for queue in known:
@@ -241,8 +271,9 @@ class Worker(Control):
         reaped = self.storage.reap(queue, self.cfg.max_lost)
         for task_id, worker, outcome in reaped.items:
             message = f"task {task_id} of queue {queue} went back to {outcome}"
-            log_event(self.storage, "lost", worker, message)
             log.warning("lease of task %s (worker %s) expired: %s", task_id, worker, outcome)
+            with best_effort():  # a full Redis reaps (it frees first) but refuses the event
+                log_event(self.storage, "lost", worker, message)
         return reaped
 
     def renew_leases(self) -> None:
@@ -252,9 +283,14 @@ class Worker(Control):
                 held.setdefault(queue, []).extend(items)
         lease_ms = int(self.cfg.lease * 1000)
         for queue, items in held.items():
-            for task_id in self.storage.renew(queue, self.id, lease_ms, items):
-                # an executor may have acked it meanwhile: only a task held and unfinished is lost
+            lost = self.storage.renew(queue, self.id, lease_ms, items)
+            vanished = self.watch.gone((queue, task_id) for task_id in lost)
+            for task_id in lost:
+                # an executor may have acked it meanwhile: only a task held and unfinished is
+                # lost; one that went with Redis's data was reported once (ServerWatch)
                 key = (queue, task_id)
+                if key in vanished:
+                    continue
                 if any(key in ex.held and not ex.settling(key) for ex in self.executors):
                     log.warning("lost the lease of %s in %s (expired, handed on?)", task_id, queue)
                     self.app.middleware.notify("on_lease_lost", self, queue, task_id)
@@ -356,10 +392,15 @@ class Worker(Control):
                 for cmd in take_commands(self.storage, self.id, timeout=1.0):
                     self.handle_command(cmd)
                 delay = 0.5
-            except ZtqError as exc:
-                log.warning("command thread: %s", exc)
-                self.stopping.wait(delay)
-                delay = min(delay * 2, 5.0)
+                self.faults.ok("commands")
+            except Exception as exc:
+                wait = self.faults.failed("commands", exc)
+                if wait is None:
+                    if not isinstance(exc, ZtqError):
+                        raise
+                    log.warning("command thread: %s", exc)
+                    wait, delay = delay, min(delay * 2, 5.0)
+                self.stopping.wait(wait)
 
     # -- run ---------------------------------------------------------------------------------
     def request_stop(self) -> None:
@@ -400,10 +441,15 @@ class Worker(Control):
             try:
                 self.tick()
                 delay = 0.5
-            except ZtqError as exc:
-                log.warning("maintenance: %s; retrying", exc)
-                delay = min(delay * 2, 5.0)
-                self.stopping.wait(delay)
+                self.faults.ok("maintenance")
+            except Exception as exc:  # a Redis fault: logged once (worker/resilience/faults.py)
+                wait = self.faults.failed("maintenance", exc)
+                if wait is None:
+                    if not isinstance(exc, ZtqError):
+                        raise
+                    log.warning("maintenance: %s; retrying", exc)
+                    wait, delay = delay, min(delay * 2, 5.0)
+                self.stopping.wait(min(wait, self.cfg.heartbeat))
                 continue
             if self.cfg.burst and not any(ex.is_alive() for ex in self.executors):
                 break
@@ -417,18 +463,18 @@ class Worker(Control):
         self.stopping.set()
         self.health.stopping = True
         idle = {q for ex in self.executors if not ex.busy() for q in ex.wait_queues()}
-        with contextlib.suppress(ZtqError):  # wake the idle ones: no wait of idle_wait
+        with best_effort():  # wake the idle ones: no wait of idle_wait
             self.storage.nudge(sorted(idle))
             nudge_commands(self.storage, self.id)  # nor of the command thread's read
         deadline = time.monotonic() + self.cfg.grace
         for ex in list(self.executors):
             while ex.is_alive() and time.monotonic() < deadline:
-                with contextlib.suppress(ZtqError):
+                with best_effort():
                     self.renew_leases()
                     self.heartbeat()
                 ex.join(min(self.cfg.heartbeat, max(0.0, deadline - time.monotonic())))
         self.channels.stop(deadline)
-        with contextlib.suppress(ZtqError):
+        with best_effort():
             for ex in self.executors:
                 if ex.is_alive():  # still running after the grace period: hand its tasks back
                     for queue, held in ex.held_by_queue().items():
@@ -438,7 +484,7 @@ class Worker(Control):
             log_event(
                 self.storage, "stop", self.id, f"pid {os.getpid()} stopped", ip=self.sysinfo.ip
             )
-        with contextlib.suppress(ZtqError):
+        with best_effort():
             self.app.middleware.notify("worker_stop", self)
         if (
             self.command_thread is not None

@@ -15,6 +15,7 @@ from typing import Any
 import redis
 from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoPermissionError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 from redis.sentinel import Sentinel
@@ -165,3 +166,28 @@ class Connections:
                 with contextlib.suppress(Exception):  # closing is best effort
                     storage.close()
             self._storages.clear()
+
+
+def server_identity(storage: Storage, new_marker: str) -> tuple[str, str | None, bool]:
+    """(run id, data-set marker, whether this call set the marker) of the Redis behind
+    ``storage``: who answers (``INFO``'s ``run_id``, new at every restart and on another
+    server; '' on a Cluster, whose nodes each have one) and which data set it holds (the
+    ``marker`` key, set to ``new_marker`` when there is none: ``SET NX``, so the first
+    caller names the data set). The marker is ``None`` when none is set and Redis refuses
+    to write one now (full, read-only)."""
+    key = storage.keys.marker
+    with storage.guard():
+        run_id = ""
+        if not storage.is_cluster:
+            # an ACL without INFO (it is @dangerous): the marker alone decides
+            with contextlib.suppress(NoPermissionError):
+                run_id = str(storage.client.info("server").get("run_id", ""))
+        marker = storage.client.get(key)
+        if marker is not None:
+            return run_id, str(marker), False
+        try:
+            storage.client.set(key, new_marker, nx=True)
+        except ResponseError:  # OOM, READONLY: none to compare with until it can be set
+            return run_id, None, False
+        marker = storage.client.get(key)
+    return run_id, None if marker is None else str(marker), marker == new_marker

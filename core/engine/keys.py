@@ -95,6 +95,9 @@ class Keys:
         self.worker_totals = f"{prefix}:{{ztq}}:workers:totals"  # hash: busy, t:<queue>
         self.worker_names = f"{prefix}:{{ztq}}:workers:names"  # zset: id -> 0 (name order)
         self.events = f"{prefix}:{{ztq}}:events"
+        # string: a token naming this Redis's data set, written once by the first worker;
+        # gone means Redis lost its data (restarted empty, flushed): worker/resilience
+        self.marker = f"{prefix}:{{ztq}}:marker"
         self.cron = f"{prefix}:{{ztq}}:cron"  # hash: entry name -> JSON, as workers publish it
         self.cron_off = f"{prefix}:{{ztq}}:cron:off"  # hash: disabled entry -> who, when
         self.audit = f"{prefix}:{{ztq}}:audit"

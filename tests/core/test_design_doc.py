@@ -130,6 +130,9 @@ def test_every_key_exists_with_the_documented_type(redis_url: str) -> None:
 
     rules = parse_rules("no_worker *; error_rate * > 0 in 60m")
     assert Alerter(storage, AlertSettings(rules)).step() is not None  # the alerts, log, lock
+    from ztq.core.engine.connection import server_identity
+
+    server_identity(storage, "scenario")  # the data-set marker a worker sets (issue 28)
     found = [str(k) for k in storage.client.scan_iter(match="ztq:*", count=1000)]
     types = dict(zip(found, (storage.client.type(k) for k in found), strict=True))
     unmatched = set(found)

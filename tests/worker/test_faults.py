@@ -169,6 +169,8 @@ def test_redis_restart_under_load(spawn, tmp_path: Path) -> None:
             wait_for(lambda: all(ztq.ping(h) == "done" for h in handles), timeout=60, every=0.2)
             assert worker.poll() is None  # it never exited
             assert set(out.read_text().split()) == {str(i) for i in range(300)}
+            # restarted with its data (the append-only file): no loss to report (issue 28)
+            assert "back without its data" not in (tmp_path / "survivor.log").read_text()
             later = t.add.delay(40, 2)
             wait_for(lambda: ztq.ping(later) == "done", timeout=15)
         finally:

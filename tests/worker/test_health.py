@@ -104,7 +104,8 @@ def test_readyz_follows_redis_and_livez_stays_up(tmp_path: Path) -> None:
     try:
         assert wait_for(base + "/readyz", 200, proc).strip() == "ready"
         assert get(base + "/livez") == (200, "live\n")
-        assert get(base + "/metrics")[0] == 404
+        assert get(base + "/nothing")[0] == 404
+        assert "ztq_worker_redis_data_lost_total 0" in get(base + "/metrics")[1]
         redis_port = redis.port
         redis.stop()
         reason = wait_for(base + "/readyz", 503, proc)

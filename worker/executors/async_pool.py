@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ztq.core.client.aio import AsyncStorage, make_async_client
+from ztq.core.engine.fault_kinds import applied_before
 from ztq.core.engine.storage import Leased
 from ztq.core.errors import ConfigError, ZtqError
 from ztq.core.middleware.base import Outcome, Run
@@ -163,21 +164,29 @@ class AsyncExecutor(BaseExecutor):
 
     async def serve(self) -> None:
         delay = 0.1
-        while True:
-            exiting = self.should_exit()
-            if exiting and not self.runs:
-                return
-            try:
-                if await self.step(exiting):
+        where = f"async pool {self.spec.name}"
+        try:
+            while True:
+                exiting = self.should_exit()
+                if exiting and not self.runs:
                     return
-                delay = 0.1
-            except Exception as exc:  # Redis unreachable or refusing: the runs go on
-                if isinstance(exc, ZtqError):
-                    log.warning("async pool %s: %s; again in %.1fs", self.spec.name, exc, delay)
-                else:
-                    log.exception("async pool %s: again in %.1fs", self.spec.name, delay)
-                await self._wait(fetch=False, timeout=delay)
-                delay = min(delay * 2, 5.0)
+                try:
+                    if await self.step(exiting):
+                        return
+                    delay = 0.1
+                    self.worker.faults.ok(where)
+                except Exception as exc:  # Redis unreachable or refusing: the runs go on
+                    wait = self.worker.faults.failed(where, exc)  # a Redis fault: logged once
+                    if wait is None:
+                        if isinstance(exc, ZtqError):
+                            log.warning("async pool %s: %s; again in %.1fs",
+                                        self.spec.name, exc, delay)  # fmt: skip
+                        else:
+                            log.exception("async pool %s: again in %.1fs", self.spec.name, delay)
+                        wait, delay = delay, min(delay * 2, 5.0)
+                    await self._wait(fetch=False, timeout=wait)
+        finally:
+            self.worker.faults.forget(where)
 
     async def step(self, exiting: bool) -> bool:
         """Write what ended, lease what fits, start it; wait when nothing more is to be had.
@@ -211,8 +220,8 @@ class AsyncExecutor(BaseExecutor):
             return []
         try:
             replies = await self.astorage.execute(ops)
-        except BaseException:  # unreachable, READONLY, OOM ...: kept for the next try
-            self.unsent()
+        except BaseException as exc:  # unreachable, READONLY, OOM ...: kept for the next try
+            self.unsent(applied_before(exc))
             raise
         self.written(replies[:n_writes])
         if not queues:
@@ -250,8 +259,12 @@ class AsyncExecutor(BaseExecutor):
             self._changed.clear()
         if self._waker is not None and self._waker.done():
             waker, self._waker = self._waker, None
-            if not waker.cancelled() and waker.exception() is not None:
-                log.warning("async pool %s: %s", self.spec.name, waker.exception())
+            failed = None if waker.cancelled() else waker.exception()
+            if (
+                failed is not None
+                and self.worker.faults.failed(f"async pool {self.spec.name}", failed) is None
+            ):  # a Redis fault is logged once per kind (resilience/faults.py)
+                log.warning("async pool %s: %s", self.spec.name, failed)
 
     # -- one run -----------------------------------------------------------------------------
     def launch(self, lease: Leased) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ztq.core.client.calls import TaskCall
+from ztq.core.engine.fault_kinds import applied_before, kind
 from ztq.core.engine.scripts import Op
 from ztq.core.engine.storage import Finished, Leased
 from ztq.core.errors import ZtqError
@@ -23,6 +24,7 @@ from ztq.core.middleware.base import Outcome, Run
 from ztq.worker.config import ThreadSpec
 from ztq.worker.context import RunContext, reset_current, set_current
 from ztq.worker.execute import Interruptible, Killed, SoftTimeout, call, pool_mismatch, prepare
+from ztq.worker.executors.batches import Batch, Sent
 from ztq.worker.executors.process_slot import ProcessSlot, SlotTask
 
 if TYPE_CHECKING:
@@ -46,15 +48,6 @@ class Running:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass
-class Batch:
-    """Acks and failures of runs that ended, written with the next fetch."""
-
-    acks: dict[str, list[Finished]] = field(default_factory=dict)  # queue -> successes
-    fails: list[Op] = field(default_factory=list)
-    settled: list[tuple[str, str]] = field(default_factory=list)  # (queue, id) of both
-
-
 class BaseExecutor(threading.Thread, abc.ABC):
     """What every pool does around a run: look the payload up, call the middleware, and
     keep the acks and failures to send with the next fetch (one round trip per batch)."""
@@ -69,6 +62,7 @@ class BaseExecutor(threading.Thread, abc.ABC):
         self.held: dict[tuple[str, str], int] = {}  # (queue, id) -> token, for lease renewal
         self.pending = Batch()  # what the runs that ended here wait to write
         self.sending = Batch()  # what is on its way to Redis
+        self.sent: list[Sent] = []  # the ops of ``sending``, in the order sent
         self.done_count = 0
         self.failed_count = 0
         self.turn = 0  # which shard of a sharded queue is asked first (rotates every fetch)
@@ -118,6 +112,7 @@ class BaseExecutor(threading.Thread, abc.ABC):
         batch = self.sending = self.pending  # seen as settling all along (renew_leases)
         self.pending = Batch()
         ops: list[Op] = []
+        self.sent = []
         default_ttl = int(self.cfg.result_ttl * 1000)
         for queue, items in batch.acks.items():
             by_ttl: dict[int, list[Finished]] = {}  # one ack call per result TTL in the batch
@@ -133,27 +128,46 @@ class BaseExecutor(threading.Thread, abc.ABC):
                         history_maxlen=self.cfg.history_maxlen,
                     )
                 )
+                self.sent.append(("ack", queue, group))
+        for op, key in zip(batch.fails, batch.fail_keys, strict=True):
+            self.sent.append(("fail", key[0], (op, key[1])))
         return ops + batch.fails
 
     def written(self, replies: list[Any]) -> None:
         """The ops of :meth:`write_ops` were sent and answered (``replies``, in order)."""
         batch = self.sending
-        for reply in replies[: len(replies) - len(batch.fails)]:
-            for task_id in reply:
-                log.warning("ack of %s refused: its lease expired and it was handed on", task_id)
+        refused = [(queue, str(task_id))
+                   for (what, queue, _), reply in zip(self.sent, replies, strict=False)
+                   if what == "ack" for task_id in reply]  # fmt: skip
+        vanished = self.worker.watch.gone(refused) if refused else set()
+        for key in refused:  # one that went with Redis's data was reported once, not here
+            if key not in vanished:
+                log.warning("ack of %s refused: its lease expired and it was handed on", key[1])
         for key in batch.settled:
             self.held.pop(key, None)
-        self.sending = Batch()
+        self.sending, self.sent = Batch(), []
 
-    def unsent(self) -> None:
-        """Sending failed (Redis unreachable): keep the batch for the next round trip."""
-        batch = self.sending  # seen as settling all along (renew_leases)
-        for queue, items in self.pending.acks.items():
-            batch.acks.setdefault(queue, []).extend(items)
-        batch.fails += self.pending.fails
-        batch.settled += self.pending.settled
-        self.pending = batch
-        self.sending = Batch()
+    def unsent(self, applied: int | None = None) -> None:
+        """Sending failed (Redis unreachable, or refusing: full, read-only): keep the batch
+        for the next round trip, in its order. ``applied``: how many of the ops sent Redis
+        ran before the one it refused (``fault_kinds.applied_before``); those are done and
+        not sent again (an ack sent twice would be refused the second time)."""
+        kept = Batch()  # seen as settling all along (renew_leases)
+        done = self.sent[: applied or 0]
+        for what, queue, data in self.sent[applied or 0 :]:
+            if what == "ack":
+                kept.acks.setdefault(queue, []).extend(data)
+                kept.settled += [(queue, it.id) for it in data]
+            else:
+                op, task_id = data
+                kept.fails.append(op)
+                kept.fail_keys.append((queue, task_id))
+                kept.settled.append((queue, task_id))
+        for what, queue, data in done:
+            for task_id in [it.id for it in data] if what == "ack" else [data[1]]:
+                self.held.pop((queue, task_id), None)
+        kept.add(self.pending)
+        self.pending, self.sending, self.sent = kept, Batch(), []
 
     def settling(self, key: tuple[str, str]) -> bool:
         """The run of ``key`` (queue, id) ended here and its ack or failure is not written yet."""
@@ -235,6 +249,7 @@ class BaseExecutor(threading.Thread, abc.ABC):
             hooks.notify("on_failure", run, outcome)
         else:
             hooks.notify("on_retry", run, outcome, run.retry_in)
+        self.pending.fail_keys.append((lease.queue, lease.id))
         self.pending.fails.append(
             self.storage.fail_op(
                 lease.queue,
@@ -278,23 +293,30 @@ class Executor(BaseExecutor):
     # -- loop --------------------------------------------------------------------------------
     def run(self) -> None:
         delay = 0.1
+        where = f"executor {self.spec.name}"
         while not self.should_exit():
             try:
                 ran = self.step()
                 delay = 0.1
+                self.worker.faults.ok(where)
                 if ran == 0 and self.cfg.burst and self.worker.queues_drained():
                     break
             except ZtqError as exc:
-                log.warning("executor %s: %s; retrying in %.1fs", self.spec.name, exc, delay)
-                self.retired.wait(delay)
-                delay = min(delay * 2, 5.0)
+                wait = self.worker.faults.failed(where, exc)  # a Redis fault: logged once
+                if wait is None:
+                    log.warning("executor %s: %s; retrying in %.1fs", self.spec.name, exc, delay)
+                    wait, delay = delay, min(delay * 2, 5.0)
+                self.retired.wait(wait)
             except (Killed, SoftTimeout):
                 log.warning(
                     "executor %s: an interrupt arrived after its task ended", self.spec.name
                 )
-            except Exception:
-                log.exception("executor %s crashed in its loop; continuing", self.spec.name)
-                self.retired.wait(1.0)
+            except Exception as exc:
+                wait = self.worker.faults.failed(where, exc)  # OOM, BUSY ...: logged once
+                if wait is None:
+                    log.exception("executor %s crashed in its loop; continuing", self.spec.name)
+                self.retired.wait(1.0 if wait is None else wait)
+        self.worker.faults.forget(where)
         self.shutdown()
 
     def step(self) -> int:
@@ -336,8 +358,8 @@ class Executor(BaseExecutor):
             return []
         try:
             replies = self.storage.execute(ops)
-        except BaseException:  # unreachable, READONLY, OOM ...: kept for the next try
-            self.unsent()
+        except BaseException as exc:  # unreachable, READONLY, OOM ...: kept for the next try
+            self.unsent(applied_before(exc))
             raise
         self.written(replies[:n_writes])
         if not queues:
@@ -381,7 +403,9 @@ class Executor(BaseExecutor):
             self.flush(fetch=False)
             self.stop_waiting()
             self.run_dry_hooks()
-        except ZtqError as exc:
+        except Exception as exc:  # Redis refusing too: what was not written runs again
+            if kind(exc) is None and not isinstance(exc, ZtqError):
+                raise
             log.warning("executor %s could not flush at exit: %s", self.spec.name, exc)
         if self.slot is not None:
             self.slot.close()
