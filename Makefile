@@ -44,7 +44,7 @@ format: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
 
 screenshots: $(STAMP) system-deps
-	ZTQ_SCREENSHOTS=docs/img $(PY) -m pytest tests/console/test_browser.py -q
+	ZTQ_SCREENSHOTS=docs/img $(PY) -m pytest tests/console/test_browser.py tests/console/test_incident_path.py -q
 
 bench-console: $(STAMP)
 	$(PY) -m tests.console.bench

@@ -40,8 +40,6 @@ def main(global_config: dict[str, Any] | None = None, **settings: Any) -> Any:
             f"{name} = ztq.core.monitor.fmt:{name}"
             for name in (
                 "ts",
-                "ago",
-                "duration",
                 "size",
                 "number",
                 "brief",
@@ -50,7 +48,9 @@ def main(global_config: dict[str, Any] | None = None, **settings: Any) -> Any:
                 "progress",
                 "error_type",
             )
-        ),
+        )
+        # in the page's language: 1m 12s on English pages, 1分12秒 on Chinese ones
+        + "\nduration = ztq.console.rendering:duration\nago = ztq.console.rendering:ago",
         "jinja2.globals": "chart = ztq.core.monitor.fmt:chart",
     }
     with Configurator(settings=settings) as config:

@@ -35,6 +35,23 @@ ENGLISH_ONE: dict[str, str] = {
     "{n} were in another state and left alone.": "{n} was in another state and left alone.",
     "{verb} {n} tasks.": "{verb} {n} task.",
     "{action}: {done} of {count} tasks.": "{action}: {done} of {count} task.",
+    "{n} more matches": "{n} more match",
+    # issue 30
+    "{n} tasks in error": "{n} task in error",
+    "{n} workers lost": "{n} worker lost",
+    "Redo {n} failed tasks?": "Redo {n} failed task?",
+    "Delete {n} failed tasks?": "Delete {n} failed task?",
+    "Delete {n} waiting tasks?": "Delete {n} waiting task?",
+    "{n} tasks": "{n} task",
+    "Redo {n} tasks": "Redo {n} task",
+    "Delete {n} tasks": "Delete {n} task",
+    "{n} tasks put back {t} ago": "{n} task put back {t} ago",
+    "{n} tasks of {queue}": "{n} task of {queue}",
+    "Restored {n} tasks.": "Restored {n} task.",
+    "Show these {n} errors": "Show the {n} error",
+    "{n} have a task with the same id again and stay in the trash.": (
+        "{n} has a task with the same id again and stays in the trash."
+    ),
 }
 
 

@@ -27,6 +27,11 @@ ROUTES = (
     ("queue", "/queues/{name}"),
     ("queue_state", "/queues/{name}/state"),
     ("bulk", "/bulk"),
+    ("bulk_confirm", "/bulk/confirm"),  # what a bulk action will act on, before it runs
+    ("errors_selected", "/errors/selected"),
+    ("redo_follow", "/redo/{batch}"),  # the tasks one redo put back, as they are now
+    ("trash", "/trash"),  # deleted errors that can be restored (docs/console.md, "Undo")
+    ("trash_restore", "/trash/restore"),
     ("tasks", "/tasks"),
     ("task", "/tasks/{id}"),
     ("search", "/search"),

@@ -324,6 +324,8 @@ MISTAKES: tuple[Mistake, ...] = (
     _form("POST /workers worker=nosuch cmd=pause", "Not found", 404),
     _form("POST /bulk action=explode source=errors", "Unknown command.", 303),
     _form("POST /bulk action=redo source=errors queue=nosuch", "No queue named nosuch.", 303),
+    _form("GET /errors group=nothex", "No error group nothex.", 404),
+    _form("POST /trash/restore queue=mail batch=nosuch", "No batch nosuch.", 404),
     _form("POST /tasks action=delete", "Select tasks and an action first.", 303),
     _form(
         "POST /tasks action=delete task=garbage",

@@ -1,9 +1,16 @@
-"""Errors (错误清单): failed tasks newest first, grouped view, and bulk redo / delete."""
+"""Errors (错误清单): failed tasks newest first, grouped view, and bulk redo / delete.
+
+Every redo or delete of more than one task states its scope on a confirmation page first
+(``GET /bulk/confirm``, or the POST of the selected rows without ``confirmed``); a redo is
+followed (``/redo/<batch>``: what became of exactly those tasks) and a delete goes to the
+trash, where ``/trash`` restores it within the trash window (docs/console.md, "Undo").
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from pyramid.httpexceptions import HTTPSeeOther
 from pyramid.renderers import render_to_response
 from pyramid.view import view_config
 
@@ -15,21 +22,35 @@ from ztq.console.web import (
     int_param,
     known_queues,
     logical_queues,
+    not_found,
     page_size,
+    parse_ref,
     queue_filter,
     safe_next,
     text_param,
 )
+from ztq.core.engine.queue_admin import (
+    FOLLOW_WINDOW_MS,
+    TRASH_BATCH_MAX,
+    TRASH_BATCHES,
+    TRASH_WINDOW_MS,
+)
 from ztq.core.monitor import bulk
 from ztq.core.monitor import queues as monitor
 from ztq.core.monitor.filters import task_matcher
-from ztq.core.monitor.groups import group_errors
+from ztq.core.monitor.groups import GROUP_KEY, GroupMatch, failed_again, group_errors
 
 
 def errors_query(request: Any) -> tuple[dict[str, str], list[str], monitor.Match | None]:
     queue, queues = queue_filter(request)
     task, text = text_param(request, "task"), text_param(request, "q")
-    return {"queue": queue, "task": task, "q": text}, queues, task_matcher(task, text)
+    group = text_param(request, "group", 12)
+    match: monitor.Match | None = task_matcher(task, text)
+    if group and not GROUP_KEY.match(group):
+        raise not_found(request.t("No error group {key}.", key=group))
+    if group:
+        match = GroupMatch(group, match)
+    return {"queue": queue, "task": task, "q": text, "group": group}, queues, match
 
 
 @view_config(route_name="errors", request_method="GET", renderer="errors.jinja2")
@@ -39,7 +60,13 @@ def errors_page(request: Any) -> dict[str, Any]:
     page = monitor.score_page(
         request.storage, "errors", queues, cursor, page_size(request), match=match, budget=1000
     )
-    return {"filters": filters, "queues": logical_queues(request), "page": page, "cursor": cursor}
+    return {
+        "filters": filters,
+        "queues": logical_queues(request),
+        "page": page,
+        "cursor": cursor,
+        "failed_again": failed_again,
+    }
 
 
 @view_config(route_name="error_groups", request_method="GET", renderer="error_groups.jinja2")
@@ -59,6 +86,44 @@ def error_groups_page(request: Any) -> dict[str, Any]:
     }
 
 
+def _job_queues(request: Any, job: bulk.BulkJob, default: str) -> list[str] | HTTPSeeOther:
+    """The queues a job walks (every shard of a sharded one), or a redirect back."""
+    queues = known_queues(request)
+    if job.queue:
+        if job.queue not in queues:
+            flash(request, request.t("No queue named {name}.", name=job.queue), "error")
+            return back(request, default)
+        queues = request.storage.shards_of(job.queue, queues)  # a sharded queue: all its shards
+    return queues
+
+
+@view_config(
+    route_name="bulk_confirm", request_method="GET", renderer="confirm.jinja2", permission=OPERATE
+)
+def bulk_confirm(request: Any) -> Any:
+    """What a bulk action will act on (count, queue, filter, group), before it runs; its
+    form starts the job with a fresh batch (a redo is followed, a delete can be undone)."""
+    job = bulk.BulkJob.from_params(request.GET)
+    default = request.route_path("errors")
+    if job is None:
+        flash(request, request.t("Unknown command."), "error")
+        return HTTPSeeOther(location=default)
+    queues = _job_queues(request, job, default)
+    if not isinstance(queues, list):
+        return queues
+    if job.source == "errors":
+        job.batch = bulk.new_batch()
+    scope = bulk.scope(request.storage, job, queues)
+    nxt = safe_next(request.GET.get("next"), default)
+    return {"job": job, "scope": scope, "next": nxt, "selected": [], "window": _window(request)}
+
+
+def _window(request: Any) -> dict[str, int]:
+    """How long the trash keeps a delete and a redo is followed (ms; pages say it)."""
+    return {"trash": TRASH_WINDOW_MS, "follow": FOLLOW_WINDOW_MS, "batch_max": TRASH_BATCH_MAX,
+            "batches": TRASH_BATCHES}  # fmt: skip
+
+
 @view_config(route_name="bulk", request_method="POST", permission=OPERATE)
 def bulk_step(request: Any) -> Any:
     """One step of a bulk action; the progress page posts the next step until done."""
@@ -67,14 +132,13 @@ def bulk_step(request: Any) -> Any:
     if job is None:
         flash(request, request.t("Unknown command."), "error")
         return back(request, default)
-    queues = known_queues(request)
-    if job.queue:
-        if job.queue not in queues:
-            flash(request, request.t("No queue named {name}.", name=job.queue), "error")
-            return back(request, default)
-        queues = request.storage.shards_of(job.queue, queues)  # a sharded queue: all its shards
+    queues = _job_queues(request, job, default)
+    if not isinstance(queues, list):
+        return queues
     storage, cfg = request.storage, request.registry.ztq_settings
     if not job.started:
+        if job.source == "errors" and not job.batch:  # a form of another page: undo too
+            job.batch = bulk.new_batch()
         bulk.start(storage, job, queues)
     n = bulk.step(storage, job, queues, batch=cfg.bulk_batch, seconds=cfg.bulk_seconds)
     if n:
@@ -82,6 +146,127 @@ def bulk_step(request: Any) -> Any:
     if job.finished:
         verb = request.t("Redid") if job.action == "redo" else request.t("Deleted")
         flash(request, request.t("{verb} {n} tasks.", verb=verb, n=job.done))
-        return back(request, default)
+        return _after(request, job.action, job.batch, job.queue, job.kept, default)
     next_url = safe_next(request.POST.get("next"), default)
     return render_to_response("bulk.jinja2", {"job": job, "next": next_url}, request=request)
+
+
+def _after(request: Any, action: str, batch: str, queue: str, kept: int, default: str) -> Any:
+    """Where a finished redo or delete leads: the tasks it put back, or its trash batch."""
+    if batch and action == "redo":
+        return HTTPSeeOther(request.route_path("redo_follow", batch=batch, _query={"queue": queue}))
+    if batch and kept:
+        return HTTPSeeOther(request.route_path("trash", _query={"batch": batch, "queue": queue}))
+    return back(request, default)
+
+
+@view_config(route_name="errors_selected", request_method="POST", permission=OPERATE)
+def selected_action(request: Any) -> Any:
+    """Redo or delete the errors selected on a list (``task`` = ``queue:id``): a delete
+    shows its scope first and runs once ``confirmed``; both take a batch, as bulk jobs."""
+    action = request.POST.get("action")
+    refs = []
+    for value in request.POST.getall("task")[: monitor.MAX_PAGE]:
+        ref = parse_ref(value)
+        if ref is not None and ref not in refs:
+            refs.append(ref)
+    default = request.route_path("errors")
+    if action not in ("redo", "delete") or not refs:
+        flash(request, request.t("Select tasks and an action first."), "error")
+        return back(request, default)
+    known = set(known_queues(request))
+    by_queue: dict[str, list[str]] = {}
+    for q, i in refs:
+        if q not in known:
+            raise not_found(request.t("No queue named {name}.", name=q))
+        by_queue.setdefault(q, []).append(i)
+    nxt = safe_next(request.POST.get("next"), default)
+    if action == "delete" and request.POST.get("confirmed") != "1":
+        job = bulk.BulkJob("delete", "errors", batch=bulk.new_batch())
+        scope = bulk.Scope(len(refs), len(refs), len(refs), sorted(by_queue))
+        return render_to_response(
+            "confirm.jinja2",
+            {
+                "job": job,
+                "scope": scope,
+                "next": nxt,
+                "selected": refs,
+                "window": _window(request),
+            },  # fmt: skip
+            request=request,
+        )
+    batch = text_param(request, "batch", 32)
+    batch = batch if bulk.BATCH.match(batch) else bulk.new_batch()
+    done = kept = 0
+    storage = request.storage
+    for q, ids in by_queue.items():
+        if action == "redo":
+            n = storage.redo_errors(q, batch, ids)
+        else:
+            n, _, k = storage.trash_errors(q, batch, ids)
+            kept += k
+        done += n
+        audit(request, action, queue=q, ids=ids, count=n, detail=f"batch={batch}")
+    label = request.t("Redo") if action == "redo" else request.t("Delete")
+    message = request.t("{action}: {done} of {count} tasks.", action=label, done=done,
+                        count=len(refs))  # fmt: skip
+    if len(refs) > done:
+        message += " " + request.t("{n} were in another state and left alone.", n=len(refs) - done)
+    flash(request, message, "ok" if done else "error")
+    if not done:
+        return HTTPSeeOther(location=nxt)
+    only = next(iter(by_queue)) if len(by_queue) == 1 else ""
+    return _after(request, action, batch, only, kept, nxt)
+
+
+def _batch_or_404(request: Any, value: str) -> str:
+    if not bulk.BATCH.match(value or ""):
+        raise not_found(request.t("No batch {id}.", id=value))
+    return value
+
+
+@view_config(route_name="redo_follow", request_method="GET", renderer="follow.jinja2")
+def follow_page(request: Any) -> dict[str, Any]:
+    """What became of the tasks one redo put back: queued, running, done, failed again."""
+    batch = _batch_or_404(request, request.matchdict["batch"])
+    queue, queues = queue_filter(request)
+    rows = bulk.follow(request.storage, queues, batch)
+    counts: dict[str, int] = {}
+    again = []
+    for r in rows:
+        state = r.record.state.value if r.record is not None else "none"
+        counts[state] = counts.get(state, 0) + 1
+        if state == "error":
+            again.append(r)
+    return {"batch": batch, "queue": queue, "rows": rows, "counts": counts, "again": again,
+            "since": bulk.batch_time(batch), "window": _window(request)}  # fmt: skip
+
+
+@view_config(route_name="trash", request_method="GET", renderer="trash.jinja2")
+def trash_page(request: Any) -> dict[str, Any]:
+    """Deleted errors that can still be restored, per delete (batch), newest first."""
+    queue, queues = queue_filter(request)
+    batch = text_param(request, "batch", 32)
+    if batch:
+        _batch_or_404(request, batch)
+    bins = bulk.trash(request.storage, queues, batch)
+    return {"bins": bins, "batch": batch, "queue": queue, "window": _window(request)}
+
+
+@view_config(route_name="trash_restore", request_method="POST", permission=OPERATE)
+def trash_restore(request: Any) -> Any:
+    """Restore a whole delete (``queue`` and ``batch``) or some of its tasks (``id``)."""
+    batch = _batch_or_404(request, text_param(request, "batch", 32))
+    queue = text_param(request, "queue", 68)
+    if queue not in known_queues(request):
+        raise not_found(request.t("No queue named {name}.", name=queue))
+    ids = [i for i in request.POST.getall("id")[: monitor.MAX_PAGE] if isinstance(i, str)]
+    restored, skipped = request.storage.restore_errors(queue, batch, ids)
+    audit(request, "restore", queue=queue, ids=ids[:20], count=restored,
+          detail=f"batch={batch}")  # fmt: skip
+    message = request.t("Restored {n} tasks.", n=restored)
+    if skipped:
+        message += " " + request.t("{n} have a task with the same id again and stay in the trash.",
+                                   n=skipped)  # fmt: skip
+    flash(request, message, "ok" if restored else "error")
+    return back(request, request.route_path("trash"))

@@ -82,9 +82,10 @@ def search_page(request: Any) -> Any:
     if text or state:
         match = task_matcher(text=text, state=state)
         assert match is not None
-        page = monitor.search(
-            request.storage, match, cursor, page_size(request), budget=SEARCH_BUDGET
-        )
+        limit = page_size(request)
+        page = monitor.search(request.storage, match, cursor, limit, budget=SEARCH_BUDGET)
+        return {"q": text, "state": state, "exact": exact, "page": page, "limit": limit,
+                "max_limit": monitor.MAX_PAGE, "from_start": not cursor}  # fmt: skip
     return {"q": text, "state": state, "exact": exact, "page": page}
 
 

@@ -28,11 +28,30 @@ from ztq.core.monitor import overview as models
 from ztq.core.monitor import queues as monitor
 from ztq.core.monitor import streams
 from ztq.core.monitor.filters import fields_matcher
-from ztq.core.monitor.workers import SHOWN
+from ztq.core.monitor.workers import SHOWN, pending_commands, pending_effects
+
+# what a pending command makes of the status the buttons offer the next step from
+AFTER = {"pausing": "paused", "resuming": "running", "stopping": "stopping"}
 
 
 def _lost_after(request: Any) -> float:
     return float(request.registry.ztq_settings.lost_after)
+
+
+def _with_pending(request: Any, views: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each worker's view with ``pending`` (the effects of the commands it has not taken
+    yet, read from Redis: :func:`ztq.core.monitor.workers.pending_effects`), ``next_status``
+    (the status those commands lead to, what the buttons act on) and ``sig`` (what the
+    page's script compares with ``?state`` to know the worker confirmed)."""
+    found = pending_commands(request.storage, [w["id"] for w in views])
+    for w in views:
+        effects = pending_effects(found.get(w["id"], []))
+        w["pending"] = effects
+        w["next_status"] = AFTER.get(str(effects["status"]), w["status"])
+        threads = ",".join(f"{q}={n}" for q, n in sorted(w["threads"].items()))
+        pinned = ",".join(q for q, a in sorted(w["autoscale"].items()) if a["pinned"])
+        w["sig"] = f"{w['status']}|{threads}|{pinned}|{effects['sig']}"
+    return views
 
 
 @view_config(route_name="workers", request_method="GET", renderer="workers.jinja2")
@@ -47,6 +66,7 @@ def workers_page(request: Any) -> dict[str, Any]:
     workers, page = models.worker_page(
         request.storage, lost_after, status=status, start=start, limit=limit
     )
+    _with_pending(request, workers)
     fleet = models.fleet_dict(request.storage, lost_after)
     return {
         "workers": workers,
@@ -80,8 +100,29 @@ def worker_page(request: Any) -> dict[str, Any]:
     events = streams.stream_page(
         request.storage, "events", limit=20, match=fields_matcher(worker=wid), budget=2000
     )
-    w = models.worker_view(info, recs)
+    w = _with_pending(request, [models.worker_view(info, recs)])[0]
     return {"w": w, "events": events, "ips": {w["id"]: w["ip"]} if w["ip"] else {}}
+
+
+@view_config(route_name="worker", request_method="GET", request_param="state", renderer="json")
+def worker_state(request: Any) -> dict[str, Any]:
+    """``/workers/<id>?state``: what the worker page's script polls while a command is
+    pending: the worker's status and threads, the commands it has not taken yet, and the
+    ``sig`` its page was drawn with, to reload the page once the worker confirmed (1 + 1
+    round trips: no task record is read)."""
+    wid = request.matchdict["id"]
+    info = get_worker(request.storage, wid, _lost_after(request))
+    if info is None:
+        raise not_found(request.t("No worker named {name}.", name=wid))
+    w = _with_pending(request, [models.worker_view(info, {})])[0]
+    return {
+        "id": w["id"],
+        "status": w["status"],
+        "threads": w["threads"],
+        "reported": w["reported"],
+        "pending": w["pending"],
+        "sig": w["sig"],
+    }
 
 
 @view_config(route_name="workers", request_method="POST", permission=OPERATE)

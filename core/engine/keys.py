@@ -198,6 +198,21 @@ class Keys:
         """The same counters since the queue began (Prometheus counters and histograms)."""
         return self._q(queue, "totals")
 
+    # -- undo and follow-through of the console's bulk actions (docs/console.md) -----------
+    def trash(self, queue: str, batch: str) -> str:
+        """Hash: the errors one delete took off the queue (``batch``), id -> failed-at (ms)
+        TAB the record as it was; it expires with the trash window (Redis TTL)."""
+        return self._q(queue, f"trash:{batch}")
+
+    def trash_index(self, queue: str) -> str:
+        """Zset: the queue's trash batches -> when each expires (ms); expires with them."""
+        return self._q(queue, "trash")
+
+    def redo(self, queue: str, batch: str) -> str:
+        """Zset: the tasks one redo (``batch``) put back, id -> when (ms), for following
+        them (capped); it expires after the follow window (Redis TTL)."""
+        return self._q(queue, f"redo:{batch}")
+
     # -- console logins ----------------------------------------------------------------------
     def login_user(self, digest: str) -> str:
         """Failed sign-ins of one user name (``digest``: see :func:`login_digest`)."""

@@ -8,11 +8,23 @@ limits are refused on a sharded queue, where no count holds queue-wide in one sl
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ztq.core.engine import queue_limits
 from ztq.core.engine.keys import check_physical, shard_names
 from ztq.core.engine.queue_limits import KEEP, Keep
 from ztq.core.engine.reads import Reads
 from ztq.core.errors import InvalidOption
+
+# The console's undo and follow-through (docs/console.md, "Undo" and "After a redo"):
+# deleted errors stay in a trash for TRASH_WINDOW_MS (then Redis expires them), at most
+# TRASH_BATCH_MAX tasks per delete and TRASH_BATCHES deletes per queue; a redo notes up to
+# FOLLOW_MAX of the tasks it put back for FOLLOW_WINDOW_MS.
+TRASH_WINDOW_MS = 3_600_000
+TRASH_BATCH_MAX = 10_000
+TRASH_BATCHES = 20
+FOLLOW_WINDOW_MS = 3_600_000
+FOLLOW_MAX = 1_000
 
 
 class QueueAdmin(Reads):
@@ -79,3 +91,94 @@ class QueueAdmin(Reads):
         keys = [k.config(queue), k.wake(queue), *k.ready_all(queue), k.tasks(queue),
                 k.overflow(queue), k.room(queue)]  # fmt: skip
         return int(self.call("configure", keys, argv))
+
+    # -- the console's undo and follow-through ---------------------------------------------
+    def trash_errors(
+        self, queue: str, batch: str, ids: Sequence[str] = (), *, oldest: int = 0
+    ) -> tuple[int, int, int]:
+        """Delete failed tasks (``ids``, or the ``oldest`` n) into the queue's trash under
+        ``batch`` (one delete); returns (deleted, taken, kept in the trash): see trash.lua."""
+        if not oldest and not ids:
+            return 0, 0, 0
+        k = self.keys
+        with self.guard():
+            first = self.client.zrange(k.trash_index(queue), 0, 0)
+        oldest_batch = str(first[0]) if first else batch
+        keys = [k.tasks(queue), k.errors(queue), k.trash(queue, batch), k.trash_index(queue),
+                k.trash(queue, oldest_batch)]  # fmt: skip
+        mode = "oldest" if oldest else "ids"
+        argv = [batch, TRASH_WINDOW_MS, TRASH_BATCH_MAX, TRASH_BATCHES, oldest_batch, mode,
+                max(oldest, 1), *ids]  # fmt: skip
+        deleted, taken, kept = self.call("trash", keys, argv)
+        return int(deleted), int(taken), int(kept)
+
+    def restore_errors(
+        self, queue: str, batch: str, ids: Sequence[str] = (), *, limit: int = 500
+    ) -> tuple[int, int]:
+        """Put deleted errors of a trash batch back (``ids``, or all of it, ``limit`` per
+        script call); returns (restored, skipped: an id that has a record again)."""
+        k = self.keys
+        keys = [k.tasks(queue), k.errors(queue), k.trash(queue, batch)]
+        if ids:
+            restored, _, skipped = self.call("restore", keys, ["ids", 0, *ids])
+            return int(restored), int(skipped)
+        total = skipped_total = 0
+        while True:
+            restored, taken, skipped = self.call("restore", keys, ["all", int(limit)])
+            total, skipped_total = total + int(restored), skipped_total + int(skipped)
+            if not int(taken) or not int(restored):
+                return total, skipped_total
+
+    def trash_batches(self, queue: str) -> list[tuple[str, int, int]]:
+        """The queue's live trash batches: (batch, expires at ms, tasks held), newest first."""
+        k = self.keys
+        with self.guard():
+            pipe = self.client.pipeline(transaction=False)
+            pipe.time()
+            pipe.zrange(k.trash_index(queue), 0, -1, desc=True, withscores=True)
+            secs, entries = pipe.execute()
+            now = int(secs[0]) * 1000 + int(secs[1]) // 1000
+            entries = [(str(b), int(at)) for b, at in entries if int(at) > now]
+            pipe = self.client.pipeline(transaction=False)
+            for b, _ in entries:
+                pipe.hlen(k.trash(queue, b))
+            sizes = pipe.execute() if entries else []
+        return [(b, at, int(n)) for (b, at), n in zip(entries, sizes, strict=True) if int(n)]
+
+    def trash_entries(self, queue: str, batch: str, limit: int = 100) -> list[tuple[str, int, str]]:
+        """Up to ``limit`` tasks of a trash batch: (id, failed at ms, stored record)."""
+        out: list[tuple[str, int, str]] = []
+        with self.guard():
+            for field, value in self.client.hscan_iter(self.keys.trash(queue, batch), count=limit):
+                at, _, raw = str(value).partition("\t")
+                out.append((str(field), int(float(at or 0)), raw))
+                if len(out) >= limit:
+                    break
+        return out
+
+    def redo_errors(
+        self, queue: str, batch: str, ids: Sequence[str] = (), *, oldest: int = 0
+    ) -> int:
+        """Redo failed tasks (``ids``, or the ``oldest`` n), noting them under ``batch`` for
+        following them (see redo.lua); returns how many were put back."""
+        if not oldest and not ids:
+            return 0
+        k = self.keys
+        keys = [k.tasks(queue), k.errors(queue), *k.ready_all(queue), k.wake(queue),
+                k.redo(queue, batch)]  # fmt: skip
+        mode = "oldest" if oldest else "ids"
+        return int(
+            self.call("redo", keys, [FOLLOW_WINDOW_MS, FOLLOW_MAX, mode, max(oldest, 1), *ids])
+        )
+
+    def followed(
+        self, queues: Sequence[str], batch: str, limit: int = 1000
+    ) -> list[tuple[str, str, int]]:
+        """The tasks a redo batch put back, per queue: (queue, id, redone at ms)."""
+        with self.guard():
+            pipe = self.client.pipeline(transaction=False)
+            for q in queues:
+                pipe.zrange(self.keys.redo(q, batch), 0, limit - 1, withscores=True)
+            replies = pipe.execute() if queues else []
+        return [(q, str(i), int(at)) for q, reply in zip(queues, replies, strict=True)
+                for i, at in reply]  # fmt: skip

@@ -46,6 +46,9 @@ NAMES = (
     "broadcast_run",
     "listen",
     "channel",
+    "trash",
+    "restore",
+    "redo",
 )
 
 Op = tuple[str, Sequence[str], Sequence[Any]]  # (script name, keys, args)

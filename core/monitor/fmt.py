@@ -44,34 +44,43 @@ def ts(value: Any, style: str = "short") -> str:
     return when.strftime("%Y-%m-%d %H:%M:%S")
 
 
-def duration(value: Any) -> str:
-    """A length of time given in ms: ``350 ms``, ``4.2 s``, ``3m 12s``, ``2h 5m``, ``3d 4h``."""
+# a duration's units in each language of the console: Chinese pages write 1分12秒, not 1m 12s
+UNITS = {
+    "en": ("{n:.0f} ms", "{n:.1f} s", "{a}m {b:02d}s", "{a}h {b:02d}m", "{a}d {b}h"),
+    "zh": ("{n:.0f}毫秒", "{n:.1f}秒", "{a}分{b:02d}秒", "{a}小时{b:02d}分", "{a}天{b}小时"),
+}
+
+
+def duration(value: Any, lang: str = "en") -> str:
+    """A length of time given in ms: ``350 ms``, ``4.2 s``, ``3m 12s``, ``2h 5m``, ``3d 4h``
+    (``lang="zh"``: ``350毫秒``, ``4.2秒``, ``3分12秒``, ``2小时05分``, ``3天4小时``)."""
+    units = UNITS.get(lang, UNITS["en"])
     ms = _ms(value)
     if ms is None:
-        return "0 ms" if value in (0, "0", 0.0) else ""
+        return units[0].format(n=0) if value in (0, "0", 0.0) else ""
     if ms < 1000:
-        return f"{ms:.0f} ms"
+        return units[0].format(n=ms)
     s = ms / 1000
     if s < 60:
-        return f"{s:.1f} s"
+        return units[1].format(n=s)
     m, s = divmod(int(s), 60)
     if m < 60:
-        return f"{m}m {s:02d}s"
+        return units[2].format(a=m, b=s)
     h, m = divmod(m, 60)
     if h < 48:
-        return f"{h}h {m:02d}m"
+        return units[3].format(a=h, b=m)
     d, h = divmod(h, 24)
-    return f"{d}d {h}h"
+    return units[4].format(a=d, b=h)
 
 
-def ago(value: Any, now: float | None = None) -> str:
+def ago(value: Any, now: float | None = None, lang: str = "en") -> str:
     """Time between an epoch-ms moment and now, past or future, as a duration (templates
     add "ago" / "in" in the page's language)."""
     ms = _ms(value)
     if ms is None:
         return ""
     delta = abs((time.time() if now is None else now) * 1000 - ms)
-    return duration(delta) or "0 ms"
+    return duration(delta, lang) or duration(0, lang)
 
 
 def size(value: Any) -> str:

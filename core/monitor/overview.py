@@ -19,6 +19,7 @@ from ztq.core.engine.storage import Storage
 from ztq.core.engine.workers import WorkerInfo, autoscale_of
 from ztq.core.monitor import queues as monitor
 from ztq.core.monitor import timings
+from ztq.core.monitor.groups import group_errors
 from ztq.core.monitor.workers import WorkerPage, fleet, list_workers, page_workers
 
 ARG_LIMIT = 160  # characters of arguments shown on list pages
@@ -27,6 +28,13 @@ API_TEXT_LIMIT = 65536  # characters of arguments / traceback in API answers
 
 def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _number(value: Any) -> Any:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def _progress(rec: TaskRecord | None) -> Any:
@@ -48,6 +56,9 @@ def worker_view(info: WorkerInfo, records: dict[tuple[str, str], TaskRecord | No
             continue
         started = _num(cur.get("started"))
         rec = records.get((str(cur.get("queue", "")), str(cur.get("id", ""))))
+        own = _num(_number(rec.get("started"))) if rec is not None else None
+        if own and 0 < own <= now * 1000 + 60_000:  # the run's own start, as Redis wrote it
+            started = own / 1000
         threads.append(
             {
                 "thread": str(name),
@@ -243,3 +254,43 @@ def queues(
             }
         )
     return out
+
+
+# -- the console's first page (docs/console.md, "Overview") ---------------------------------
+OVERVIEW_WINDOW = 100  # newest errors the overview groups (a bounded read, as /errors/groups)
+
+
+def nav_counts(storage: Storage, names: Sequence[str], lost_after: float) -> dict[str, int]:
+    """What the navigation shows next to its links: tasks in error and running (ZCARD per
+    queue, one round trip) and lost workers (:func:`fleet`, 2 round trips)."""
+    k = storage.keys
+    with storage.guard():
+        pipe = storage.client.pipeline(transaction=False)
+        for q in names:
+            pipe.zcard(k.errors(q))
+            pipe.zcard(k.running(q))
+        replies = pipe.execute() if names else []
+    lost = fleet(storage, lost_after).counts.get("lost", 0)
+    return {"errors": sum(replies[0::2]), "running": sum(replies[1::2]), "workers": lost}
+
+
+def incident(storage: Storage, names: Sequence[str], lost_after: float) -> dict[str, Any]:
+    """The overview: queues with the failing ones first (errors, failed share of the last
+    hour's runs, oldest wait, live threads), the biggest error groups among the newest
+    :data:`OVERVIEW_WINDOW` errors, and the lost workers (bounded reads only)."""
+    rows = queues(storage, names, lost_after)
+    for q in rows:
+        runs = q["done_hour"] + q["failed_hour"]
+        q["error_rate"] = q["failed_hour"] / runs if runs else None
+        q["failing"] = bool(q["errors"] or q["failed_hour"])
+    rows.sort(key=lambda q: (not q["failing"], -q["errors"], -(q["error_rate"] or 0), q["name"]))
+    page = monitor.score_page(storage, "errors", names, None, OVERVIEW_WINDOW)
+    lost, _ = worker_page(storage, lost_after, status="lost", limit=10)
+    return {
+        "queues": rows,
+        "groups": group_errors(page.rows)[:5],
+        "scanned": len(page.rows),
+        "errors": page.total or 0,
+        "lost": lost,
+        "fleet": fleet_dict(storage, lost_after),
+    }

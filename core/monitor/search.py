@@ -3,6 +3,9 @@ scan budget and a cursor)."""
 
 from __future__ import annotations
 
+import heapq
+from dataclasses import dataclass
+
 from ztq.core.engine.record import TaskRecord
 from ztq.core.engine.storage import Storage
 from ztq.core.monitor.pages import Match, Page, Row, ZCursor, fetch_records
@@ -15,6 +18,34 @@ def find_task(storage: Storage, task_id: str, queue: str | None = None) -> list[
     return [r for r in recs if r is not None]
 
 
+KEEP = 1000  # matches one search page keeps (the newest), however many the scan finds
+
+
+def newest(rec: TaskRecord) -> float:
+    """A record's latest moment (ended, started, failed or enqueued; ms): what search
+    results are ordered by, newest first."""
+    best = 0.0
+    for name in ("ended", "started", "failed", "enqueued"):
+        try:
+            value = float(rec.get(name) or 0)
+        except (TypeError, ValueError):
+            continue
+        if value > best and value == value and value != float("inf"):
+            best = value
+    return best
+
+
+@dataclass
+class SearchPage(Page):
+    """A search page: ``rows`` the newest ``limit`` matches of the records scanned, newest
+    first; ``matched`` how many matched in those records (``capped`` when more than
+    :data:`KEEP`, of which the newest are kept); ``next`` where the scan goes on (None
+    when every record was scanned)."""
+
+    matched: int = 0
+    capped: bool = False
+
+
 def search(
     storage: Storage,
     match: Match,
@@ -22,19 +53,23 @@ def search(
     limit: int = 50,
     *,
     budget: int = 2000,
-) -> Page:
-    """Records of any state that ``match``, walking each queue's records with HSCAN.
+) -> SearchPage:
+    """Records of any state that ``match``, newest first, walking each queue's records with
+    HSCAN.
 
-    The cursor is ``<queue index>.<HSCAN cursor>``; a page holds at most about ``limit``
-    rows and scans at most about ``budget`` records.
+    A page scans about ``budget`` records (all of them when there are fewer) and shows the
+    newest ``limit`` of the matches found there; the cursor is ``<queue index>.<HSCAN
+    cursor>``, where the next page's scan starts. HSCAN has no order, so "newest" is of the
+    records scanned: the page says how many it scanned and matched.
     """
     queues = storage.queues()
     at = ZCursor.parse(cursor)  # the shape of a ZCursor: two numbers, read the same way
     qi, hc = (at.score, at.skip) if at else (0, 0)
-    rows: list[Row] = []
+    found: list[tuple[float, int, Row]] = []  # a heap of the newest KEEP matches
+    matched = 0
     scanned = 0
     may_match = getattr(match, "may_match", None)  # rules records out before parsing them
-    while qi < len(queues) and scanned < budget and len(rows) < limit:
+    while qi < len(queues) and scanned < budget:
         q = queues[qi]
         with storage.guard():
             hc, batch = storage.client.hscan(storage.keys.tasks(q), hc, count=100)
@@ -46,8 +81,16 @@ def search(
                 continue
             rec = TaskRecord.from_raw(q, i, raw)
             if match(rec):
-                rows.append(Row(q, i, rec))
+                matched += 1
+                item = (newest(rec), matched, Row(q, i, rec))
+                if len(found) < KEEP:
+                    heapq.heappush(found, item)
+                else:
+                    heapq.heappushpop(found, item)
         if int(hc) == 0:
             qi, hc = qi + 1, 0
     nxt = f"{qi}.{hc}" if qi < len(queues) else None
-    return Page(rows, nxt, scanned, partial=nxt is not None and len(rows) < limit)
+    rows = [row for _, _, row in heapq.nlargest(limit, found)]
+    return SearchPage(
+        rows, nxt, scanned, partial=nxt is not None, matched=matched, capped=matched > KEEP
+    )

@@ -8,12 +8,14 @@ every heartbeat, and the heartbeats of the workers shown.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 
 from ztq.core.engine.storage import Storage
 from ztq.core.engine.workers import (
     BAND,
+    COMMANDS,
     DEFAULT_LOST_AFTER,
     STATUSES,
     WorkerInfo,
@@ -288,3 +290,71 @@ def page_workers(
         partial=more and len(found) < limit,
         total=total,
     )
+
+
+PENDING_READ = 20  # commands of one worker's list that a page reads
+
+
+def pending_commands(storage: Storage, ids: list[str]) -> dict[str, list[dict[str, object]]]:
+    """The commands sent to each of these workers that it has not taken yet, oldest first
+    (what the pages show as pending: "pausing…", "threads → 3…"), read from their command
+    lists without taking them (1 round trip). A worker takes its commands within moments
+    and then writes a heartbeat: a command still listed is one the worker has not confirmed.
+    Wake-up tokens and anything unreadable are left out; workers with none are too."""
+    if not ids:
+        return {}
+    with storage.guard():
+        pipe = storage.client.pipeline(transaction=False)
+        for wid in ids:
+            pipe.lrange(storage.keys.worker_cmd(wid), 0, PENDING_READ - 1)
+        lists = pipe.execute()
+    found: dict[str, list[dict[str, object]]] = {}
+    for wid, raw in zip(ids, lists, strict=True):
+        out = [cmd for cmd in map(_pending, raw) if cmd is not None]
+        if out:
+            found[wid] = out
+    return found
+
+
+def _pending(text: str) -> dict[str, object] | None:
+    try:
+        cmd = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(cmd, dict) or cmd.get("cmd") not in COMMANDS:
+        return None
+    at, threads = cmd.get("at"), cmd.get("threads")
+    return {
+        "cmd": str(cmd["cmd"]),
+        "queue": str(cmd.get("queue", ""))[:64],
+        "threads": threads if type(threads) is int else None,
+        "task_id": str(cmd.get("task_id", ""))[:128],
+        "at": at if type(at) is int else 0,
+    }
+
+
+def pending_effects(pending: list[dict[str, object]]) -> dict[str, object]:
+    """What the pending commands will change once the worker takes them: ``status`` the
+    change under way (``pausing``, ``resuming``, ``stopping``; the last one sent wins, a
+    stop over all), ``threads`` queue -> the count asked for, ``auto`` the queues given back
+    to the autoscaler, ``kills`` the task ids to kill, ``since`` when the oldest was sent
+    (ms), ``sig`` a short text that changes when any of it does (what the page's script
+    compares)."""
+    status = ""
+    threads: dict[str, int] = {}
+    auto: list[str] = []
+    kills: list[str] = []
+    for c in pending:
+        name = c["cmd"]
+        if name == "stop" or (name in ("pause", "resume") and status != "stopping"):
+            status = {"stop": "stopping", "pause": "pausing", "resume": "resuming"}[str(name)]
+        elif name == "set_threads" and isinstance(c["threads"], int):
+            threads[str(c["queue"])] = c["threads"]
+        elif name == "autoscale":
+            auto.append(str(c["queue"]))
+        elif name == "kill":
+            kills.append(str(c.get("task_id", "")))
+    since = min((int(str(c["at"])) for c in pending), default=0)
+    sig = ",".join(f"{c['cmd']}:{c['queue']}:{c['threads']}:{c['at']}" for c in pending)
+    return {"status": status, "threads": threads, "auto": auto, "kills": kills,
+            "since": since, "sig": sig}  # fmt: skip

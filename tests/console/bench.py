@@ -119,6 +119,7 @@ def fill(
 
 
 PAGES = (
+    "/", "/trash", "/bulk/confirm?action=redo&source=errors&text=999",
     "/workers", "/workers/worker-000", "/queues", "/queues/default",
     "/queues/default?start=200000", "/errors", "/errors?queue=pdf", "/errors/groups",
     "/errors?task=convert&q=999", "/running", "/scheduled", "/history",

@@ -10,7 +10,7 @@ import json
 import time
 from typing import Any
 
-from ztq.core.engine.record import decode_payload
+from ztq.core.engine.record import decode_payload, split_record
 from ztq.core.engine.storage import Finished, Storage
 from ztq.core.engine.workers import BAND, log_event, publish_cron_entries, write_heartbeat
 
@@ -134,6 +134,16 @@ def cron(storage: Storage, name: str = "tests.sample_tasks.noop", **entry: Any) 
     )
 
 
+def backdate(storage: Storage, queue: str, task_id: str, **seconds_ago: float) -> None:
+    """Move times of a task's record (``started=75``: it started 75 s ago), as if it had
+    been there that long."""
+    key = storage.keys.tasks(queue)
+    meta, payload = split_record(storage.client.hget(key, task_id))
+    for name, ago in seconds_ago.items():
+        meta[name] = int((time.time() - ago) * 1000)
+    storage.client.hset(key, task_id, json.dumps(meta, separators=(",", ":")) + "\n" + payload)
+
+
 def populate(storage: Storage) -> dict[str, Any]:
     """A lively console for screenshots and page tests: three queues, tasks in every state,
     three workers (one busy, one paused, one lost), history, cron, log and audit entries."""
@@ -165,6 +175,7 @@ def populate(storage: Storage) -> dict[str, Any]:
         "default", lease.id, lease.token, "app-1.4242", "progress", '{"done": 42, "total": 100}'
     )
     ids["running"] = running.id
+    backdate(storage, "default", lease.id, started=75)  # as the heartbeat below says
     # pending work
     ids["queued"] = [t.add.delay(100 + i, 1).id for i in range(12)]
     t.urgent.delay(7)

@@ -75,7 +75,7 @@ def sign_in(page: Any, url: str, user: str = "ann") -> None:
     page.fill("input[name=username]", user)
     page.fill("input[name=password]", PASSWORD)
     page.click("#login button")
-    page.wait_for_url(url + "/workers")
+    page.wait_for_url(url + "/")  # the overview
 
 
 def watch(page: Any) -> list[str]:
@@ -231,14 +231,17 @@ def test_on_a_phone_a_finger_redoes_deletes_and_ends_a_session(
     tick(redo)
     with page.expect_navigation():
         page.locator("#selection button[value=redo]").tap()
-    assert "Redo: 1 of 1 task." in page.inner_text(".flashes")
+    assert "Redo: 1 of 1 task." in page.inner_text(".flashes")  # on the redo's own page
     assert ztq.ping(redo, "default") == "queued"
 
+    page.goto(console.url + "/errors?queue=default")
     tick(delete)
-    page.once("dialog", lambda dialog: dialog.accept())
-    with page.expect_navigation():
+    with page.expect_navigation():  # a confirmation that names the task (issue 30)
         page.locator("#selection button[value=delete]").tap()
-    assert "Delete: 1 of 1 task." in page.inner_text(".flashes")
+    assert delete in page.inner_text("dl.scope")
+    with page.expect_navigation():
+        page.locator("#confirm button").tap()
+    assert "Delete: 1 of 1 task." in page.inner_text(".flashes")  # on its trash page
     assert ztq.ping(delete, "default") == "none"
     assert store.client.zscore(store.keys.errors("default"), delete) is None
 

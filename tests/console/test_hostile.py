@@ -45,7 +45,7 @@ INSPECT = """([marker, evil]) => {
     ' ' + el.outerHTML.slice(0, 120);
   // elements no template puts there: only a payload could have made them
   const foreign = 'main script, main iframe, main img, main style, main link, main meta, ' +
-    'main details, main noscript, main object, main embed, ' +
+    'main details:not(.trace), main noscript, main object, main embed, ' +
     'main svg:not(.spark):not(.timechart), ' +
     'main input[autofocus], base, [id^="' + evil + '"]';
   const nav = document.querySelector('nav.main-nav');
@@ -71,7 +71,8 @@ INSPECT = """([marker, evil]) => {
     }).filter(Boolean),
   };
 }"""
-SHOWN = """() => ['main h1 .mono', '.error-card .error-text'].map(
+# a done task's error is an earlier attempt's: muted, in its own card (issue 30)
+SHOWN = """() => ['main h1 .mono', '.error-card .error-text, .earlier-card .earlier'].map(
   sel => { const el = document.querySelector(sel); return el ? el.innerText : null; })"""
 METRIC = re.compile(
     r'^[a-zA-Z_:][a-zA-Z0-9_:]*(\{[a-zA-Z_]\w*="(?:[^"\\\n]|\\.)*"'

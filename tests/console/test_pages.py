@@ -23,8 +23,9 @@ def lively(store: Storage) -> dict:
     return scenario.populate(store)
 
 
-def test_home_goes_to_workers(operator: TestApp) -> None:
-    assert operator.get("/").location.endswith("/workers")
+def test_home_is_the_overview_and_workers_keep_their_page(operator: TestApp) -> None:
+    assert "<h1>Overview</h1>" in operator.get("/").text
+    assert "<h1>Workers</h1>" in operator.get("/workers").text
 
 
 @pytest.mark.parametrize("url", PAGES)

@@ -8,6 +8,8 @@ The terminal keeps the demo's own summary (console URL, login, Redis, what runs,
 logs are) and one status line; the worker, the console and an embedded Redis log to files
 in ``.run/`` (``--run-dir``). Enter prints the login again; Ctrl-C or SIGTERM prints it once
 more, then stops everything this process started, by PID (so does a closed terminal: SIGHUP).
+Stop on the demo worker's console page ends only the worker's process: the demo says so and
+starts it again (the console and Redis keep serving).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ QUEUES = ("default:2", "mail:1", "pdf:1:process")  # --queue flags of the demo's
 USER = "admin"
 EMBEDDED_PREFIX = "ztq"  # its own redis-server: ztq's default, as `ztq info` reads it
 DEMO_PREFIX = "ztq-demo"  # a Redis it did not start: apart from the user's keys
+RESTART_AFTER = 5.0  # seconds a worker runs before its exit starts it again (not a crash loop)
 
 
 def produce_some() -> None:
@@ -131,6 +134,10 @@ class Demo:
         self.children: dict[str, subprocess.Popen[bytes]] = {}  # worker, console
         self.logs: dict[str, Path] = {}
         self._files: list[IO[bytes]] = []
+        self.worker_args: list[str] = []
+        self.env: dict[str, str] = {}
+        self.worker_started = 0.0
+        self.restarts = 0  # times the worker was started again after a Stop
 
     # -- processes ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -169,6 +176,7 @@ class Demo:
                        "--import", "ztq.worker.demo.tasks", "--grace", "10"]  # fmt: skip
         for flag in QUEUES:
             worker_args += ["--queue", flag]
+        self.worker_args, self.env = worker_args, env
         self._spawn("worker", worker_args, env)
         self._spawn("console", [str(Path(sys.executable).parent / "pserve"), str(self._ini())], env)
         self._wait_for_console()
@@ -185,9 +193,9 @@ class Demo:
             ini.write(f)
         return path
 
-    def _spawn(self, role: str, args: list[str], env: dict[str, str]) -> None:
+    def _spawn(self, role: str, args: list[str], env: dict[str, str], append: bool = False) -> None:
         log = self.run_dir / f"{role}.log"
-        out = log.open("wb")  # this run's lines only
+        out = log.open("ab" if append else "wb")  # this run's lines only
         self._files.append(out)
         self.logs[role] = log
         # own sessions: Ctrl-C reaches only this process, which stops the children in order
@@ -197,6 +205,8 @@ class Demo:
             args, env=env, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=out,
             stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=parent_death_signal(),
         )  # fmt: skip
+        if role == "worker":
+            self.worker_started = time.monotonic()
 
     def _wait_for_console(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
@@ -214,8 +224,11 @@ class Demo:
                 time.sleep(0.2)
 
     def _check_children(self) -> None:
-        """:class:`ConfigError` naming the first process that exited, and its log."""
+        """:class:`ConfigError` naming the first process that exited, and its log; a worker
+        that exited after running a while (Stop in the console) is started again."""
         for role, child in self.children.items():
+            if child.poll() is not None and role == "worker" and self._restart_worker():
+                continue
             if child.poll() is not None:
                 raise ConfigError(
                     f"the {role} exited (code {child.returncode}); see {_shown(self.logs[role])}"
@@ -223,6 +236,22 @@ class Demo:
         redis_proc = self.redis_proc.proc if self.redis_proc is not None else None
         if redis_proc is not None and redis_proc.poll() is not None:
             raise ConfigError(f"redis-server exited; see {_shown(self.logs['redis'])}")
+
+    def _restart_worker(self) -> bool:
+        """Start the worker again once it exited (the console's Stop ends its process, which
+        no supervisor starts again here), unless it ran less than :data:`RESTART_AFTER`
+        seconds: a worker that cannot start is an error, not a loop."""
+        child = self.children["worker"]
+        if time.monotonic() - self.worker_started < RESTART_AFTER:
+            return False
+        self.restarts += 1
+        self.screen.block(
+            f"  worker    {WORKER} (pid {child.pid}) exited (code {child.returncode}): "
+            "Stop in the console ends a worker's process; the demo starts it again"
+        )
+        self._spawn("worker", self.worker_args, self.env, append=True)
+        self.screen.block(f"  worker    {WORKER} started again (pid {self.children['worker'].pid})")
+        return True
 
     def stop(self) -> None:
         running = [f"the {role} (pid {c.pid})" for role, c in self.children.items()]
@@ -264,7 +293,8 @@ class Demo:
             f"  logs      {logs}",
             "  tasks     a few every second (resize_image, send_mail, convert_pdf, crawl);"
             " nightly_report every minute",
-            f"  status    every {self.every:g}s below; Ctrl-C stops everything",
+            f"  status    every {self.every:g}s below; Ctrl-C stops everything"
+            " (Stop in the console stops the worker only: the demo restarts it)",
             "",
         )
 
