@@ -28,6 +28,7 @@ PLACEHOLDERS = {
     "handle": "<id>",
     "token_id": "<id>",
     "broadcast_id": "<id>",
+    "batch": "<id>",
     "channel": "<channel>",
 }
 
@@ -85,7 +86,10 @@ def _pattern(doc_key: str, prefix: str) -> re.Pattern[str]:
 def test_every_key_exists_with_the_documented_type(redis_url: str) -> None:
     """Populate a Redis the way workers and the console do, then compare each key's TYPE."""
     storage: Storage = ztq.get_storage()
-    scenario.populate(storage)  # tasks in every state, workers, history, events, cron
+    ids = scenario.populate(storage)  # tasks in every state, workers, history, events, cron
+    errors_queue = t.boom.queue
+    assert storage.trash_errors(errors_queue, "deleted", ids["errors"][:1])[0] == 1  # undo
+    assert storage.redo_errors(errors_queue, "redone", ids["errors"][1:2]) == 1  # follow set
     storage.register_queue("default")
     set_cron_enabled(storage, "nightly-report", False, by="ops")
     assert send_command(storage, "mailer-1", "refresh")

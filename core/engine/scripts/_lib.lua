@@ -307,3 +307,30 @@ local function save_stats(stats, minute, five, total)
   redis.call('PEXPIRE', minute, 7200000)
   redis.call('PEXPIRE', five, 90000000)
 end
+
+-- The ids a requeue-like move works on (requeue.lua, redo.lua): ARGV from `first` on, or in
+-- mode 'oldest' the oldest `limit` entries of the `source` zset.
+local function picked_ids(mode, source, limit, first)
+  if mode == 'oldest' then return redis.call('ZRANGE', source, 0, limit - 1) end
+  local ids = {}
+  for i = first, #ARGV do ids[#ids + 1] = ARGV[i] end
+  return ids
+end
+
+-- Put one failed ('error') or delayed task back at the tail of its ready list (redo / run
+-- now). A redone error starts a new series of runs. Returns whether it moved, and the record
+-- as read (nil: no record) for the caller's own bookkeeping.
+local function requeue_one(tasks, source, ready, id, want, now)
+  local meta, payload = load(tasks, id)
+  if not (meta and meta.state == want and redis.call('ZREM', source, id) == 1) then
+    return false, meta
+  end
+  meta.state, meta.due, meta.enqueued = 'queued', nil, now
+  if want == 'error' then
+    new_series(meta)
+    meta.error, meta.traceback, meta.failed = nil, nil, nil
+    meta.redone = (meta.redone or 0) + 1
+  end
+  push_ready(tasks, ready, id, meta, payload, false)
+  return true, meta
+end

@@ -8,24 +8,12 @@
 -- Returns: how many tasks were put back. Ids in another state are left alone.
 local ready = {high = KEYS[3], normal = KEYS[4], low = KEYS[5]}
 local window, most, mode = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
-local ids
-if mode == 'oldest' then
-  ids = redis.call('ZRANGE', KEYS[2], 0, tonumber(ARGV[4]) - 1)
-else
-  ids = {}
-  for i = 5, #ARGV do ids[#ids + 1] = ARGV[i] end
-end
 local now = now_ms()
 local moved = 0
 local followed = redis.call('ZCARD', KEYS[7])
-for _, id in ipairs(ids) do
-  local meta, payload = load(KEYS[1], id)
-  if meta and meta.state == 'error' and redis.call('ZREM', KEYS[2], id) == 1 then
-    meta.state, meta.due, meta.enqueued = 'queued', nil, now
-    new_series(meta)
-    meta.error, meta.traceback, meta.failed = nil, nil, nil
-    meta.redone = (meta.redone or 0) + 1
-    push_ready(KEYS[1], ready, id, meta, payload, false)
+for _, id in ipairs(picked_ids(mode, KEYS[2], tonumber(ARGV[4]), 5)) do
+  local done, meta = requeue_one(KEYS[1], KEYS[2], ready, id, 'error', now)
+  if done then
     moved = moved + 1
     if followed < most then
       followed = followed + redis.call('ZADD', KEYS[7], now, id)

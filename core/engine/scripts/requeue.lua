@@ -6,27 +6,10 @@
 -- Returns: how many tasks were moved. Ids in another state are left alone.
 local ready = {high = KEYS[3], normal = KEYS[4], low = KEYS[5]}
 local want, mode, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local ids
-if mode == 'oldest' then
-  ids = redis.call('ZRANGE', KEYS[2], 0, limit - 1)
-else
-  ids = {}
-  for i = 4, #ARGV do ids[#ids + 1] = ARGV[i] end
-end
 local now = now_ms()
 local moved = 0
-for _, id in ipairs(ids) do
-  local meta, payload = load(KEYS[1], id)
-  if meta and meta.state == want and redis.call('ZREM', KEYS[2], id) == 1 then
-    meta.state, meta.due, meta.enqueued = 'queued', nil, now
-    if want == 'error' then
-      new_series(meta)
-      meta.error, meta.traceback, meta.failed = nil, nil, nil
-      meta.redone = (meta.redone or 0) + 1
-    end
-    push_ready(KEYS[1], ready, id, meta, payload, false)
-    moved = moved + 1
-  end
+for _, id in ipairs(picked_ids(mode, KEYS[2], limit, 4)) do
+  if requeue_one(KEYS[1], KEYS[2], ready, id, want, now) then moved = moved + 1 end
 end
 if moved > 0 then wake(KEYS[6]) end
 return moved
