@@ -52,9 +52,11 @@ bench-console: $(STAMP)
 # the peers side by side, with how cost grows with 0, 100k and 1M tasks queued and 10k, 100k
 # errors (bench.growth, docs/benchmarks.md); then the scale-out sections (docs/scaling.md):
 # 500 simulated workers on one Redis, and one busy queue over 3 Cluster masters by shards;
-# then the autoscaler against static splits of the same threads (docs/autoscaling.md)
+# then the autoscaler against static splits of the same threads (docs/autoscaling.md); the
+# producers section (many threads and coroutines enqueueing at once) follows the peers' run
 bench: $(STAMP)
 	$(PY) -m bench.run
+	$(PY) -m bench.producers
 	$(PY) -m bench.many_workers
 	$(PY) -m bench.shards
 	$(PY) -m bench.autoscale

@@ -193,6 +193,20 @@ MISTAKES: tuple[Mistake, ...] = (
         "a named connection is made with connect(url, name=...) first",
     ),
     _py(
+        'full = ztq.get_storage().client.config_set\nfull("maxmemory", 1)\n'
+        'try: add.delay(40, 2)\nfinally: full("maxmemory", 0)',
+        "is full (maxmemory reached): free memory or raise maxmemory; nothing was enqueued",
+        "RedisFull",
+        "Redis at maxmemory (policy noeviction) refuses writes; here made full on purpose",
+    ),
+    _py(
+        'ztq.connect("redis://127.0.0.1:1/0", name="gone")\n'
+        'add.enqueue((40, 2), connection="gone")',
+        "cannot be reached: check that it runs and the URL",
+        "RedisUnreachable",
+        "an enqueue that cannot reach Redis says so, after redis-py's retries",
+    ),
+    _py(
         'ztq.configure_queue("mail", max_pending=-1)',
         "max_pending must be an int >= 1 or None, not -1",
         "InvalidOption",

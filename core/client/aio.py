@@ -24,7 +24,14 @@ from ztq.core.engine.connection import SENTINEL_SCHEME, parse_sentinel_url, sent
 from ztq.core.engine.keys import shard_names
 from ztq.core.engine.queue_limits import QueueLimits
 from ztq.core.engine.record import TaskRecord
-from ztq.core.engine.scripts import SCRIPTS, Op
+from ztq.core.engine.scripts import (
+    PACKED,
+    SCRIPTS,
+    Op,
+    _missing_script,
+    _no_function,
+    _Unpackable,
+)
 from ztq.core.engine.storage import (
     MAX_BLOCK,
     Storage,
@@ -38,6 +45,15 @@ from ztq.core.errors import ConfigError, ConnectionFailed
 
 if TYPE_CHECKING:
     from ztq.core.client.app import App
+
+
+def _plain_connections() -> tuple[type, ...]:
+    from redis.asyncio import connection as c
+
+    return (c.Connection, c.SSLConnection, c.UnixDomainSocketConnection)
+
+
+_PLAIN = _plain_connections()  # connection classes that speak RESP on their own socket
 
 
 def _is_cluster(client: Any) -> bool:
@@ -85,6 +101,8 @@ class AsyncStorage:
         self.ops.is_cluster = _is_cluster(client)
         self.keys = self.ops.keys
         self._queues: set[str] = set()
+        self.coalescer: Any = None  # ztq.core.client.coalesce.AsyncCoalescer, on first use
+        self._fcall = True  # until the server refuses functions (see execute_each)
 
     async def _guarded(self, coro: Any) -> Any:
         """:meth:`Storage.guard` for coroutines: unreachable, or a replica now (READONLY,
@@ -114,6 +132,88 @@ class AsyncStorage:
         """Several scripts in one round trip (the ops built by ``self.ops``, as for
         :meth:`Storage.execute`)."""
         return await self._guarded(SCRIPTS.acall_many(self.client, ops))
+
+    async def execute_each(self, ops: Sequence[Op]) -> list[Any]:
+        """:meth:`Storage.execute_each` from a coroutine: one round trip, each script's
+        error kept as its own reply; NOSCRIPT loads the scripts and sends those again.
+
+        Enqueues on a plain client go as prebuilt commands, functions (FCALL) where the
+        server has them, as the blocking side sends them (``scripts.PACKED``): redis-py's
+        generic packing of 18 keys per call cost more client time than the rest of it."""
+        if self._packable(ops):
+            try:
+                return await self._guarded(self._packed_each(ops))
+            except _Unpackable:
+                pass  # an argument only redis-py frames: the pipeline below
+        replies = list(
+            await self._guarded(
+                SCRIPTS._pipeline(self.client, ops, None).execute(raise_on_error=False)
+            )
+        )
+        missing = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
+        if missing:
+            for src in SCRIPTS.source.values():
+                await self._guarded(self.client.script_load(src))
+            again = SCRIPTS._pipeline(self.client, [ops[i] for i in missing], None)
+            got = await self._guarded(again.execute(raise_on_error=False))
+            for i, reply in zip(missing, got, strict=True):
+                replies[i] = reply
+        return replies
+
+    def _packable(self, ops: Sequence[Op]) -> bool:
+        pool = getattr(self.client, "connection_pool", None)
+        return (
+            not self.ops.is_cluster
+            and pool is not None
+            and pool.connection_class in _PLAIN
+            and all(op[0] in PACKED for op in ops)
+        )
+
+    async def _packed_each(self, ops: Sequence[Op]) -> list[Any]:
+        fcall = self._fcall
+        replies = await self._send([SCRIPTS._pack(*op, fcall) for op in ops])
+        if fcall:
+            missing = [i for i, r in enumerate(replies) if _no_function(r)]
+            if missing and not await self._load_library():
+                self._fcall = fcall = False  # Redis < 7, or an ACL: EVALSHA from now on
+        else:
+            missing = [i for i, r in enumerate(replies)
+                       if isinstance(r, ResponseError) and _missing_script(r)]  # fmt: skip
+            if missing:
+                for src in SCRIPTS.source.values():
+                    await self.client.script_load(src)
+        if missing:  # those did not run: send them again
+            again = await self._send([SCRIPTS._pack(*ops[i], fcall) for i in missing])
+            for i, reply in zip(missing, again, strict=True):
+                replies[i] = reply
+        return replies
+
+    async def _send(self, frames: list[bytes]) -> list[Any]:
+        """Send prebuilt commands on one connection of the pool and read every reply (an
+        error reply as its exception); a connection left mid-way is dropped."""
+        pool = self.client.connection_pool
+        conn = await pool.get_connection()
+        try:
+            await conn.send_packed_command(frames)
+            replies: list[Any] = []
+            for _ in frames:
+                try:
+                    replies.append(await conn.read_response())
+                except ResponseError as exc:
+                    replies.append(exc)
+        except BaseException:
+            await conn.disconnect()
+            raise
+        finally:
+            await pool.release(conn)
+        return replies
+
+    async def _load_library(self) -> bool:
+        try:
+            await self.client.function_load(SCRIPTS.library, replace=True)
+        except ResponseError:
+            return False
+        return True
 
     async def execute_replicated(
         self, ops: Sequence[Op], replicas: int, timeout_ms: int

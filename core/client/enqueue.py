@@ -2,27 +2,34 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import defaultdict
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from ztq.core.client.aio import astorage
+from redis.exceptions import RedisError
+
+from ztq.core.client.aio import AsyncStorage, astorage
 from ztq.core.client.buffer import current_buffer
 from ztq.core.client.calls import TaskCall
+from ztq.core.client.coalesce import acoalescer, coalescer
 from ztq.core.client.current import app_or_default
 from ztq.core.client.handle import TaskHandle
+from ztq.core.engine.fault_kinds import translate
 from ztq.core.engine.keys import shard_for
-from ztq.core.engine.queue_limits import RoomWait, send_until_room
+from ztq.core.engine.queue_limits import RoomWait
 from ztq.core.engine.scripts import Op
 from ztq.core.engine.storage import EnqueueArgs, Storage
-from ztq.core.errors import ConfigError, NotReplicated, QueueFull
+from ztq.core.errors import ConfigError, ConnectionFailed, NotReplicated, QueueFull
+from ztq.core.settings.redis_urls import safe_url
 
 if TYPE_CHECKING:
     from ztq.core.client.app import App
 
 log = logging.getLogger(__name__)
 CHUNK = 500  # tasks per script call in a batch: Redis stays responsive (a few ms per call)
+COALESCE = True  # concurrent one-by-one enqueues share round trips (client/coalesce.py)
 
 
 def entry(call: TaskCall, task_id: str, cron: tuple[str, int] | None = None) -> EnqueueArgs:
@@ -57,32 +64,57 @@ def send(
         queue = shard_for(call.queue, task_id, call.shards or app.registry.shards(call.queue))
         return TaskHandle(task_id, queue, call.connection, "buffered", app)
     storage = app.connections.get(call.connection)
-    queue = placed(app, call, task_id, storage)
-    op = storage.enqueue_op(queue, [entry(call, task_id, cron)])
-    replicas = replicas_for(app, [call])
-    confirmed = replicas
+    try:
+        queue = placed(app, call, task_id, storage)
+        op = storage.enqueue_op(queue, [entry(call, task_id, cron)])
+        replicas = app.replicas if call.replicas is None else call.replicas
+        confirmed = replicas
+        # concurrent callers of this process share round trips (alone: sent at once)
+        shared = coalescer(storage) if COALESCE else None
 
-    def write() -> tuple[str, str]:
-        nonlocal confirmed
-        if replicas:
-            [reply], confirmed = storage.execute_replicated([op], replicas, timeout_ms(app))
+        def write() -> tuple[str, str]:
+            nonlocal confirmed
+            if replicas:
+                [reply], confirmed = storage.execute_replicated([op], replicas, timeout_ms(app))
+                return reply[0], reply[1]
+            reply = shared.call(op) if shared is not None else storage.call(*op)
             return reply[0], reply[1]
-        reply = storage.call(*op)
-        return reply[0], reply[1]
 
-    returned_id, outcome = send_until_room(
-        queue,
-        write,
-        lambda: storage.queue_limits(queue),
-        lambda seconds: storage.wait_room(queue, seconds),
-        can_block=cron is None,  # a cron tick that finds its queue full is not fired
-    )
+        returned_id, outcome = write()
+        if outcome == "full":  # raise QueueFull, or wait for room and send again
+            # a cron tick that finds its queue full is not fired: it never waits
+            wait = RoomWait(queue, storage.queue_limits(queue), can_block=cron is None)
+            while outcome == "full":
+                storage.wait_room(queue, wait.next_wait())
+                returned_id, outcome = write()
+    except (RedisError, ConnectionFailed) as exc:  # faults(), inline on the hot path
+        reraise(exc, storage)
     log.debug("enqueue %s %s -> %s", call.task, returned_id, outcome)
     handle = TaskHandle(str(returned_id), queue, call.connection, str(outcome), app)
     app.middleware.notify("after_enqueue", app, call, handle)
     if confirmed < replicas:
         raise NotReplicated([handle], confirmed, replicas)
     return handle
+
+
+@contextlib.contextmanager
+def faults(storage: Storage | AsyncStorage) -> Iterator[None]:
+    """The producer's one boundary for Redis faults: a full Redis, a read-only replica, an
+    unreachable or not-ready Redis raise a ZtqError subclass that names the cause and the
+    remedy, from the redis-py error (``fault_kinds.translate``); other errors pass."""
+    try:
+        yield
+    except (RedisError, ConnectionFailed) as exc:
+        reraise(exc, storage)
+
+
+def reraise(exc: BaseException, storage: Storage | AsyncStorage) -> NoReturn:
+    """Raise ``exc`` as the producer shows it: the ZtqError subclass that names the fault
+    and its remedy, from the redis-py error; ``exc`` itself when it is no such fault."""
+    err = translate(exc, safe_url(storage.url))
+    if err is exc:
+        raise exc
+    raise err from err.__cause__
 
 
 def replicas_for(app: App, calls: Sequence[TaskCall]) -> int:
@@ -115,27 +147,32 @@ def send_many(items: Sequence[tuple[TaskCall, str]]) -> list[TaskHandle]:
         where = (*key, call.queue, call.shards)
         queue = unsharded.get(where)
         if queue is None:
-            queue = placed(app, call, task_id, storage)
+            with faults(storage):
+                queue = placed(app, call, task_id, storage)
             if (call.shards or app.registry.shards(call.queue)) == 1:
                 unsharded[where] = queue  # else each task's shard follows from its id
         by_conn[storage][queue].append(pos)
     handles: list[TaskHandle | None] = [None] * len(items)
     refused: list[QueueFull] = []
     for storage, by_queue in by_conn.items():
-        replies, replicas, confirmed = _write(storage, by_queue, items, apps)
+        with faults(storage):
+            replies, replicas, confirmed = _write(storage, by_queue, items, apps)
         for queue, positions in by_queue.items():
             full = [p for p in positions if replies[p][1] == "full"]
             if not full:
                 continue
-            wait = RoomWait(queue, storage.queue_limits(queue))
+            with faults(storage):
+                wait = RoomWait(queue, storage.queue_limits(queue))
             while full:
                 try:
-                    storage.wait_room(queue, wait.next_wait())
+                    with faults(storage):
+                        storage.wait_room(queue, wait.next_wait())
                 except QueueFull as exc:
                     exc.refused = [items[p][1] for p in full]
                     refused.append(exc)
                     break
-                more, _, again = _write(storage, {queue: full}, items, apps)
+                with faults(storage):
+                    more, _, again = _write(storage, {queue: full}, items, apps)
                 replies |= more
                 confirmed = min(confirmed, again)
                 full = [p for p in full if more[p][1] == "full"]
@@ -205,24 +242,8 @@ async def asend(call: TaskCall) -> TaskHandle[Any]:
             "blocking; use delay() there, or enqueue outside the block"
         )
     storage = await astorage(app, call.connection)
-    shards = call.shards or app.registry.shards(call.queue)
-    await storage.register_queue(call.queue, shards)
-    task_id = call.resolve_id()
-    queue = shard_for(call.queue, task_id, shards)
-    op = storage.ops.enqueue_op(queue, [entry(call, task_id)])
-    replicas = replicas_for(app, [call])
-    confirmed = replicas
-    wait: RoomWait | None = None
-    while True:
-        if replicas:
-            [reply], confirmed = await storage.execute_replicated([op], replicas, timeout_ms(app))
-            returned_id, outcome = reply
-        else:
-            returned_id, outcome = await storage.call(*op)
-        if outcome != "full":
-            break
-        wait = wait or RoomWait(queue, await storage.queue_limits(queue))
-        await storage.wait_room(queue, wait.next_wait())  # QueueFull when it must not wait
+    with faults(storage):
+        returned_id, outcome, queue, confirmed, replicas = await _awrite(app, call, storage)
     handle: TaskHandle[Any] = TaskHandle(
         str(returned_id), queue, call.connection, str(outcome), app
     )
@@ -230,3 +251,30 @@ async def asend(call: TaskCall) -> TaskHandle[Any]:
     if confirmed < replicas:
         raise NotReplicated([handle], confirmed, replicas)
     return handle
+
+
+async def _awrite(
+    app: App, call: TaskCall, storage: AsyncStorage
+) -> tuple[str, str, str, int, int]:
+    """``asend``'s Redis part: (id, outcome, queue, replicas confirmed, replicas asked)."""
+    shards = call.shards or app.registry.shards(call.queue)
+    await storage.register_queue(call.queue, shards)
+    task_id = call.resolve_id()
+    queue = shard_for(call.queue, task_id, shards)
+    op = storage.ops.enqueue_op(queue, [entry(call, task_id)])
+    replicas = replicas_for(app, [call])
+    confirmed = replicas
+    shared = acoalescer(storage) if COALESCE else None
+    wait: RoomWait | None = None
+    while True:
+        if replicas:
+            [reply], confirmed = await storage.execute_replicated([op], replicas, timeout_ms(app))
+            returned_id, outcome = reply
+        elif shared is not None:
+            returned_id, outcome = await shared.call(op)
+        else:
+            returned_id, outcome = await storage.call(*op)
+        if outcome != "full":
+            return str(returned_id), str(outcome), queue, confirmed, replicas
+        wait = wait or RoomWait(queue, await storage.queue_limits(queue))
+        await storage.wait_room(queue, wait.next_wait())  # QueueFull when it must not wait

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -142,24 +142,3 @@ class RoomWait:
         if left <= 0:
             raise full_error(self.queue, self.limits, waited)
         return min(left, POLL)
-
-
-def send_until_room(
-    queue: str,
-    send: Callable[[], tuple[Any, str]],
-    limits: Callable[[], QueueLimits],
-    wait_room: Callable[[float], None],
-    *,
-    can_block: bool = True,
-) -> tuple[Any, str]:
-    """``send()`` once; on ``full``, raise or wait for room and send again (blocking
-    producers' loop). ``wait_room(seconds)`` blocks on the queue's room tokens."""
-    reply = send()
-    if reply[1] != "full":
-        return reply
-    wait = RoomWait(queue, limits(), can_block)
-    while True:
-        wait_room(wait.next_wait())
-        reply = send()
-        if reply[1] != "full":
-            return reply

@@ -158,10 +158,11 @@ class Scripts:
         redis-py reads it."""
         return self._packed_many(client, [(name, keys, args)])[0]
 
-    def _packed_many(self, client: Any, ops: Sequence[Op]) -> list[Any]:
+    def _packed_many(self, client: Any, ops: Sequence[Op], raise_errors: bool = True) -> list[Any]:
         """Scripts sent packed, each as soon as it is built (Redis runs the first while the
         next is framed), then every reply read; a script's error is raised after all are
-        read, as a pipeline does, and NOSCRIPT before any other.
+        read, as a pipeline does, and NOSCRIPT before any other (``raise_errors=False``: a
+        script's error is its own reply, see :meth:`call_each`).
 
         They go as functions (FCALL) until the server refuses those. The calls that found
         no function (a new Redis, ``FUNCTION FLUSH``, another version's library only) did
@@ -181,7 +182,8 @@ class Scripts:
         if errors:
             if any(isinstance(e, ReadOnlyError) for e in errors):
                 conn.disconnect()  # a demoted master: the next call connects afresh
-            raise next((e for e in errors if _missing_script(e)), errors[0])
+            if raise_errors:
+                raise next((e for e in errors if _missing_script(e)), errors[0])
         return replies
 
     def _send(self, conn: Any, ops: Sequence[Op], fcall: bool) -> list[Any]:
@@ -246,6 +248,29 @@ class Scripts:
                     raise
                 self.load_all(client)
         raise AssertionError("unreachable")
+
+    def call_each(self, client: Any, ops: Sequence[Op]) -> list[Any]:
+        """:meth:`call_many` where a script's error is that script's reply (the exception
+        object), not raised: the others' replies stand (a coalesced batch of enqueues, each
+        of another caller). NOSCRIPT is handled here; a connection error is raised."""
+        if not ops:
+            return []
+        if id(client) not in self._loaded:
+            self.load_all(client)
+        if _plain(client) and all(op[0] in PACKED for op in ops):
+            try:
+                return self._packed_many(client, ops, raise_errors=False)
+            except (RedisConnectionError, RedisTimeoutError, _Unpackable):
+                pass  # the pipeline below, as redis-py would retry
+        replies = list(self._pipeline(client, ops, None).execute(raise_on_error=False))
+        missing = [i for i, r in enumerate(replies) if isinstance(r, ResponseError)
+                   and _missing_script(r)]  # fmt: skip
+        if missing:  # those did not run: load the scripts, send them again
+            self.load_all(client)
+            again = self._pipeline(client, [ops[i] for i in missing], None)
+            for i, reply in zip(missing, again.execute(raise_on_error=False), strict=True):
+                replies[i] = reply
+        return replies
 
     def _pipeline(self, client: Any, ops: Sequence[Op], wait: tuple[int, int] | None) -> Any:
         """A pipeline (no MULTI) of the scripts of ``ops``, then ``WAIT`` if asked."""

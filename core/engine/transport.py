@@ -37,6 +37,9 @@ class Transport:
         self._key_lists: dict[tuple[str, str], list[str]] = {}  # hot paths: once per queue
         self._multi_waits: dict[tuple[int, tuple[str, ...]], MultiWait] = {}  # Cluster only
         self._multi_lock = threading.Lock()
+        # the combiner of concurrent one-by-one enqueues on this connection, made on first
+        # use by ztq.core.client.coalesce (the engine only keeps its slot)
+        self.coalescer: Any = None
 
     def __repr__(self) -> str:
         return f"<Storage {safe_url(self.url)} prefix={self.keys.prefix!r}>"
@@ -74,6 +77,14 @@ class Transport:
         """Run several operations in one round trip; results in the same order."""
         with self.guard():
             return SCRIPTS.call_many(self.client, ops)
+
+    def execute_each(self, ops: Sequence[Op]) -> list[Any]:
+        """:meth:`execute`, each script's error kept as its own reply (an exception object)
+        instead of raised: the coalesced enqueues of several callers share the round trip,
+        and each gets its own reply. An unreachable Redis fails them all
+        (:class:`ConnectionFailed`)."""
+        with self.guard():
+            return SCRIPTS.call_each(self.client, ops)
 
     def execute_replicated(
         self, ops: Sequence[Op], replicas: int, timeout_ms: int

@@ -31,6 +31,7 @@ class Rec:
     progress: str | None = None
     result: str | None = None
     entry: str | None = None  # its list entry when not the id itself (``<id>#<n>``)
+    settled: tuple[int, str] | None = None  # the last run that ended: (token, outcome)
 
 
 @dataclass(frozen=True)
@@ -279,10 +280,23 @@ class Model:
             return out, True
         return out, False
 
-    def ack(self, lease: Lease, keep: bool, result: str) -> bool:
+    def settled_by(self, lease: Lease) -> str | None:
+        """The outcome of the lease's run when it ended already (an ack or a failure sent
+        again after its reply was lost is answered with it), else None."""
+        rec = self.recs.get(lease.id)
+        if rec is None or rec.settled is None or rec.settled[0] != lease.token:
+            return None
+        return rec.settled[1]
+
+    def ack(self, lease: Lease, keep: bool, result: str) -> str:
+        """'ok'; 'again' (this run was acked or failed already), 'gone' (no record): not
+        refused either; or 'refused' (the run lost its lease)."""
         if not self.holds(lease):
-            return False
+            if lease.id not in self.recs:
+                return "gone"
+            return "again" if self.settled_by(lease) else "refused"
         rec = self.recs[lease.id]
+        rec.settled = (lease.token, "done")
         rerun = self._end_run(rec)
         self.done_count += 1
         self.history += 1
@@ -293,11 +307,13 @@ class Model:
             rec.state, rec.result = "done", result or None
         else:
             del self.recs[lease.id]
-        return True
+        return "ok"
 
     def fail(self, lease: Lease, retry: str) -> str:
         if not self.holds(lease):
-            return "refused"
+            if lease.id not in self.recs:
+                return "gone"
+            return self.settled_by(lease) or "refused"
         rec = self.recs[lease.id]
         rerun = self._end_run(rec)
         self.failed_count += 1
@@ -305,15 +321,13 @@ class Model:
         if rerun:
             self._new_series(rec)
             self._to_ready(lease.id, rec, head=False)
-            return "rerun"
-        rec.failures += 1
-        if retry != "none":
-            rec.state = "delayed"
-            self.stamped.append(("delayed", lease.id))
-            return "retry"
-        rec.state = "error"
-        self.stamped.append(("errors", lease.id))
-        return "error"
+            outcome = "rerun"
+        else:
+            rec.failures += 1
+            rec.state, outcome = ("delayed", "retry") if retry != "none" else ("error", "error")
+            self.stamped.append(("delayed" if retry != "none" else "errors", lease.id))
+        rec.settled = (lease.token, outcome)
+        return outcome
 
     def release(self, leases: list[Lease]) -> int:
         """Given-back tasks go to the head of their ready lists in the order given (a lease
@@ -331,7 +345,7 @@ class Model:
         for lease in leases:
             if self.holds(lease):
                 self.stamped.append(("running", lease.id))
-            else:
+            elif not self.settled_by(lease):  # a run that ended is not lost
                 lost.append(lease.id)
         return lost
 

@@ -34,7 +34,10 @@ docs/design.md:
 10. a new task for now that finds the queue empty while an executor waits for it (a fetch
    that took nothing registered it) is leased straight to that executor and put on the
    queue's hand list: at most one such entry, always a live lease of the executor it names,
-   never while another executor is registered; the reaper drops it with the lease.
+   never while another executor is registered; the reaper drops it with the lease;
+11. a fetch, ack, failure or renewal whose reply was lost, sent again as it was, gets what
+   the first send did and moves nothing twice: the same leases (``attempts`` counted once),
+   no refusal of a run that ended, the same failure outcome (``settled`` on the record).
 
 ``ZTQ_MODEL_EXAMPLES`` scales the number of runs (CI uses the default);
 ``ZTQ_MODEL_SHRINK=0`` reports the first failing run unshrunk (quick when checking that a
@@ -198,11 +201,21 @@ class QueueMachine(RuleBasedStateMachine):
             moves.append((task_id, prio, delay_ms > 0, first, cron))
             name, tick = cron or ("", 0)
             batch.append(EnqueueEntry(task_id, payload(task_id), prio, delay_ms, first, name, tick))
-        outcomes = self.model.enqueue_batch(moves)
+        # every other batch goes as concurrent delay() calls send it when they are coalesced
+        # (core/client/coalesce.py): one script call per task, in one round trip
+        self.coalesced = coalesced = len(batch) > 1 and not getattr(self, "coalesced", True)
+        if coalesced:
+            outcomes = [o for move in moves for o in self.model.enqueue_batch([move])]
+        else:
+            outcomes = self.model.enqueue_batch(moves)
         expected = [
             x for (task_id, *_), o in zip(moves, outcomes, strict=True) for x in (task_id, o)
         ]
-        [reply] = self.storage.execute([self.storage.enqueue_op(Q, batch)])
+        if coalesced:
+            replies = self.storage.execute_each([self.storage.enqueue_op(Q, [e]) for e in batch])
+            reply = [x for one in replies for x in one]
+        else:
+            [reply] = self.storage.execute([self.storage.enqueue_op(Q, batch)])
         assert reply == expected
         self.step(*(f"enqueue:{o}" for o in expected[1::2]))
 
@@ -327,7 +340,7 @@ class QueueMachine(RuleBasedStateMachine):
             self.step(f"cycle:{end}")
         for keep, leases in acks.items():
             if leases:
-                assert all(model.ack(lease, keep, '"ok"') for lease in leases)
+                assert all(model.ack(lease, keep, '"ok"') == "ok" for lease in leases)
                 items = [Finished(lease.id, lease.token, "model.t", '"ok"') for lease in leases]
                 assert st_.ack(Q, thread[0], items, result_ttl_ms=HOUR if keep else 0) == []
                 self.step(f"cycle:ack-batch-of-{len(items)}")
@@ -338,11 +351,12 @@ class QueueMachine(RuleBasedStateMachine):
         thread = self.pick_thread(data)
         leases = self.pick_leases(data, thread, 2)
         result = data.draw(st.sampled_from(["", '"ok"', "[1,2]"]), label="result")
-        refused = [lease.id for lease in leases if not self.model.ack(lease, keep, result)]
+        outcomes = [self.model.ack(lease, keep, result) for lease in leases]
+        refused = [lease.id for lease, o in zip(leases, outcomes, strict=True) if o == "refused"]
         items = [Finished(lease.id, lease.token, "model.t", result) for lease in leases]
         got = self.storage.ack(Q, thread[0], items, result_ttl_ms=HOUR if keep else 0)
         assert got == refused
-        self.step(*("ack:refused" if i.id in refused else "ack:ok" for i in items))
+        self.step(*(f"ack:{o}" for o in outcomes))
 
     @precondition(has_leases)
     @rule(retry=st.sampled_from(["none", "soon", "later"]), data=st.data())
@@ -385,6 +399,69 @@ class QueueMachine(RuleBasedStateMachine):
         got = self.storage.set_run_info(Q, lease.id, lease.token, lease.worker, "progress", value)
         assert got == expected
         self.step(f"progress:{got}")
+
+    @rule(move=st.sampled_from(["fetch", "fetch", "ack", "fail", "renew"]), data=st.data())
+    def reply_lost(self, move: str, data: st.DataObject) -> None:
+        """A call whose reply was lost (a timeout, a reset connection, while Redis applied
+        it) is sent again as it was, by the client's retry or the worker's next round trip:
+        both sends get what the first one did, and the model moves once. A fetch gets the
+        same leases (attempts counted once; not left to idle until the lease runs out); an
+        ack or a failure of a run that went through is not refused; a renewal that crossed
+        the run's ack does not report the lease lost."""
+        st_, model = self.storage, self.model
+        if move != "fetch" and not self.has_leases():
+            move = "fetch"
+        if move == "fetch":
+            thread = data.draw(st.sampled_from(THREADS), label="thread")
+            limit = data.draw(st.integers(1, 3), label="limit")
+            lease_ms = data.draw(st.sampled_from([0, HOUR]), label="lease")
+            handed = bool(model.hand) and model.hand[0][:2] == thread
+            expected, _ = model.fetch(thread[0], thread[1], limit)
+            op = st_.fetch_op(Q, thread[0], thread[1], lease_ms, limit)
+            first = st_.call(*op)  # applied, its reply lost: not read
+            got = st_.parse_fetch(Q, st_.call(*op))
+            assert [(g.id, g.token, g.failures) for g in got] == expected
+            sent = [str(x) for g in got for x in (g.id, g.token, g.failures, g.payload)]
+            assert [str(x) for x in first[2:]] == sent  # what the first send would have said
+            for g in got:
+                self.leases[thread].append(Lease(thread[0], thread[1], g.id, g.token))
+            self.step(f"reply-lost:fetch:{'handed' if handed else len(got)}")
+            return
+        thread = self.pick_thread(data)
+        if move == "ack":
+            leases = self.pick_leases(data, thread, 2)
+            keep = data.draw(st.booleans(), label="keep")
+            outcomes = [model.ack(lease, keep, '"ok"') for lease in leases]
+            refused = [
+                lease.id for lease, o in zip(leases, outcomes, strict=True) if o == "refused"
+            ]
+            items = [Finished(lease.id, lease.token, "model.t", '"ok"') for lease in leases]
+            for _ in range(2):
+                assert st_.ack(Q, thread[0], items, result_ttl_ms=HOUR if keep else 0) == refused
+            self.step(*(f"reply-lost:ack:{o}" for o in outcomes))
+        elif move == "fail":
+            [lease] = self.pick_leases(data, thread, 1)
+            retry = data.draw(st.sampled_from(["none", "soon", "later"]), label="retry")
+            expected = model.fail(lease, retry)
+            delay = {"none": -1, "soon": 0, "later": HOUR}[retry]
+            for _ in range(2):
+                got = st_.fail(Q, lease.worker, lease.id, lease.token, "model.t", "E: x", "tb",
+                               retry_delay_ms=delay)  # fmt: skip
+                assert got == expected
+            self.step(f"reply-lost:fail:{expected}")
+        else:  # a renewal, its reply lost, sent again after the run's ack went through
+            leases = self.pick_leases(data, thread, 2)
+            expected = model.renew(leases)
+            pairs = [(lease.id, lease.token) for lease in leases]
+            assert st_.renew(Q, thread[0], HOUR, pairs) == expected
+            live = [lease for lease in leases if model.holds(lease)]
+            if live and data.draw(st.booleans(), label="acked meanwhile"):
+                assert model.ack(live[0], True, '"ok"') == "ok"
+                done = Finished(live[0].id, live[0].token, "model.t", '"ok"')
+                assert st_.ack(Q, thread[0], [done], result_ttl_ms=HOUR) == []
+                expected = model.renew(leases)
+            assert st_.renew(Q, thread[0], HOUR, pairs) == expected
+            self.step(f"reply-lost:renew:lost={len(expected)}/{len(pairs)}")
 
     @precondition(has_live_lease)
     @rule(move=st.sampled_from(["ack", "fail", "renew", "release", "progress"]), data=st.data())
@@ -676,6 +753,7 @@ class QueueMachine(RuleBasedStateMachine):
                 "rerun": bool(rec.get("rerun")),
                 "progress": rec.get("progress"),
                 "result": rec.get("result"),
+                "settled": rec.get("settled"),
             }
             want = {
                 "state": m.state,
@@ -686,6 +764,7 @@ class QueueMachine(RuleBasedStateMachine):
                 "rerun": m.rerun,
                 "progress": m.progress,
                 "result": m.result if m.state == "done" else None,
+                "settled": None if m.settled is None else f"{m.settled[0]} {m.settled[1]}",
             }
             if m.state == "running":
                 got |= {"fence": int(rec.get("fence")), "worker": rec.get("worker")}
