@@ -130,6 +130,7 @@ MESSAGES: dict[str, str] = {
     "config": "配置",
     "command": "命令",
     "forget": "移除",
+    "redis": "Redis 数据",
     "?": "?",
     "high": "高",
     "normal": "普通",

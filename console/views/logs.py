@@ -28,7 +28,7 @@ from ztq.core.monitor.filters import fields_matcher, task_matcher
 from ztq.core.monitor.workers import worker_ips
 
 STATUSES = ("done", "failed", "retry")
-KINDS = ("start", "stop", "reboot", "lost", "config", "command", "forget", "autoscale")
+KINDS = ("start", "stop", "reboot", "lost", "config", "command", "forget", "autoscale", "redis")
 
 
 def _cursor(request: Any) -> str | None:

@@ -46,6 +46,11 @@ class QueueAdmin(Reads):
                 self.client.sadd(self.keys.queues, *names)
             self._known_queues.update(names)
 
+    def forget_registrations(self) -> None:
+        """Forget which queues this process registered, so that the next
+        :meth:`register_queue` writes again: Redis came back without its data."""
+        self._known_queues.clear()
+
     def forget_queue(self, queue: str) -> None:
         with self.guard():
             self.client.srem(self.keys.queues, queue)

@@ -426,3 +426,21 @@ def test_a_call_is_cut_to_its_limit_and_survives_deep_nesting() -> None:
     assert len(text) == 40 and text.startswith('f("xxx') and text.endswith("…")
     rec = SimpleNamespace(task="m.f", args=[deep], kwargs={}, payload_error="")
     assert fmt.call(rec).startswith("f([[[[") and len(fmt.call(rec)) <= 160
+
+
+def test_a_redis_data_loss_event_can_be_picked_and_is_shown_whole(
+    operator: TestApp, store: Storage
+) -> None:
+    """A worker's one report that Redis came back without its data (issue 28) is an event
+    kind of its own in the log's filter, and its message (what the worker held, several
+    hundred characters) is not cut as other events are."""
+    from ztq.core.engine.workers import log_event
+
+    message = "Redis at redis://127.0.0.1:1/0 is back without its data: " + "held x " * 60 + "END"
+    log_event(store, "redis", "watcher", message)
+    log_event(store, "start", "other", "started")
+    page = operator.get("/log?kind=redis")
+    assert '<option value="redis" selected>' in page.text
+    assert "END" in page.text and "watcher" in page.text and "other" not in page.text
+    operator.set_cookie("ztq_lang", "zh")
+    assert ">Redis 数据</option>" in operator.get("/log?kind=redis").text

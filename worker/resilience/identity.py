@@ -16,7 +16,6 @@ renewals Redis then refuses for those tasks are not reported one by one.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import threading
@@ -111,8 +110,7 @@ class ServerWatch:
         )
         log.error("%s", message)
         w.faults.data_lost += 1
-        with contextlib.suppress(AttributeError):  # the set of queues went with the data
-            w.storage._known_queues.clear()  # noqa: SLF001
+        w.storage.forget_registrations()  # the set of queues went with the data
         w.deferred.attempt("the queues served", lambda: w.register_queues(w.served_queues()),
                            always=True)  # fmt: skip
         w.deferred.attempt("the cron entries", w.publish_cron, always=True)
