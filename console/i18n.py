@@ -17,9 +17,6 @@ CATALOGS: dict[str, dict[str, str]] = {"en": {}, "zh": ZH}
 # change with the count). Messages are written in the plural; tests/console/test_i18n.py
 # checks that each one here is a message the console shows.
 ENGLISH_ONE: dict[str, str] = {
-    "Delete all {n} errors of {name}?": "Delete the {n} error of {name}?",
-    "Delete all {n} ready tasks of {name}?": "Delete the {n} ready task of {name}?",
-    "Redo all {n} errors of {name}?": "Redo the {n} error of {name}?",
     "Ended {n} session(s).": "Ended {n} session.",
     "and {n} more threads": "and {n} more thread",
     "lost its worker {n} times": "lost its worker once",

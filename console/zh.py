@@ -205,9 +205,6 @@ MESSAGES: dict[str, str] = {
     "Redo all errors": "全部重做",
     "Delete all errors": "删除全部错误",
     "Purge ready": "清空就绪任务",
-    "Redo all {n} errors of {name}?": "重做 {name} 的全部 {n} 个错误？",
-    "Delete all {n} errors of {name}?": "删除 {name} 的全部 {n} 个错误？",
-    "Delete all {n} ready tasks of {name}?": "删除 {name} 的全部 {n} 个就绪任务？",
     "Paused {name}: workers take no new tasks from it.": "已暂停 {name}：工作进程不再从中取任务。",
     "Resumed {name}.": "已恢复 {name}。",
     # tasks and actions

@@ -161,3 +161,23 @@ def test_group_actions_need_an_operator_and_a_csrf_token(
     assert all(ztq.ping(i) == "error" for i in ids["down"])
     r = post(operator, "/bulk", {"action": "redo", "source": "errors", "group": "x"}).follow()
     assert "Unknown command" in r.text
+
+
+def test_the_queue_page_bulk_buttons_confirm_their_scope_first(
+    operator: TestApp, store: Storage
+) -> None:
+    """The queue page's Redo all / Delete all errors and Purge ready lead to the same
+    confirmation page as the errors page (count and queue named; without JavaScript too),
+    and nothing changes until it is confirmed."""
+    ids = mail_incident(store)
+    page = operator.get("/queues/mail")
+    assert "data-confirm" not in page.text.split('id="selection"')[0]
+    form = next(f for f in page.forms.values() if f.action == "/bulk/confirm"
+                and f.fields.get("source", [None])[0].value == "errors")  # fmt: skip
+    confirm = form.submit("action", value="delete")
+    assert confirm.status_int == 200 and "Delete 9 failed tasks?" in confirm.text
+    assert "mail" in confirm.text
+    assert all(ztq.ping(i) == "error" for i in ids["down"] + ids["refused"])
+    run(operator, confirm.forms["confirm"].submit())
+    assert all(ztq.ping(i) == "none" for i in ids["down"] + ids["refused"])
+    assert ztq.ping(ids["boom"][0]) == "error"  # another queue's errors stay
