@@ -179,8 +179,9 @@ def test_operator_opens_every_page_and_redoes_a_failed_task(
         t.boom.enqueue((f"bulk {i}",), queue="bulk")
     scenario.work(store, "bulk", fail=lambda p: p["args"][0])
     page.goto(server + "/queues/bulk")
-    page.once("dialog", lambda dialog: dialog.accept())
     page.click("button[value=delete][name=action] >> text=Delete all errors")
+    assert "Delete 250 failed tasks?" in page.inner_text("main")  # the scope, before it runs
+    page.click("#confirm button")
     page.wait_for_selector(".flash.ok", timeout=20_000)
     assert "Deleted 250 tasks." in page.inner_text(".flashes")
     assert store.client.zcard(store.keys.errors("bulk")) == 0

@@ -356,7 +356,8 @@ def test_without_javascript_a_phone_deletes_errors_in_steps(
     sign_in(page, console.url)
     page.click(f"#lang button[value={lang}]")
     page.goto(console.url + "/queues/bulk")
-    page.click("form:has(input[value=errors]) button[value=delete]")  # no confirmation
+    page.click("form:has(input[value=errors]) button[value=delete]")
+    page.click("#confirm button")  # the confirmation page, without the script too
     steps = 0
     while page.locator("#bulk").count():
         heading = page.inner_text("h1")
