@@ -491,6 +491,10 @@ class Worker(Control):
             and self.command_thread is not threading.current_thread()
         ):
             self.command_thread.join(2.0)
+        if self.scheduler is not None:  # no thread of a stopped worker writes to Redis
+            with best_effort():
+                self.storage.nudge(self.physical(self.served_queues()), schedule=True)
+            self.scheduler.join(2.0)
         if self.health_server is not None:
             self.health_server.stop()
         log.info("worker %s stopped", self.id)

@@ -113,7 +113,7 @@ class AsyncStorage:
             if not (isinstance(exc, ReadOnlyError) or str(exc).startswith("UNBLOCKED")):
                 raise
             with contextlib.suppress(Exception):  # the next try connects afresh
-                await self.client.connection_pool.disconnect()
+                await self.client.connection_pool.disconnect(inuse_connections=False)
             raise ConnectionFailed(
                 f"Redis at {safe_url(self.url)} is a replica now (a failover?): {exc}"
             ) from exc

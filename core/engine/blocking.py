@@ -59,15 +59,15 @@ class BlockingWaits(Transport):
             made = self._multi_waits[key] = MultiWait(self.client, keys, me)
             return made
 
-    def nudge(self, queues: Sequence[str]) -> None:
-        """A wake-up token on each of ``queues``: executors blocked on them look at their
-        flags now (a stopping worker's) instead of at the end of their wait; another
-        worker's idle executor may wake for nothing, as for any token."""
+    def nudge(self, queues: Sequence[str], *, schedule: bool = False) -> None:
+        """A wake-up token on each of ``queues``: executors (``schedule``: schedulers)
+        blocked on them look at their flags now (a stopping worker's) instead of at the end
+        of their wait; another worker's may wake for nothing, as for any token."""
         if not queues:
             return
         with self.guard():
             pipe = self.client.pipeline(transaction=False)
-            for key in self.wait_keys(queues):
+            for key in self.wait_keys(queues, schedule):
                 pipe.lpush(key, "1")
             pipe.execute()
 

@@ -61,8 +61,10 @@ class Transport:
             )
             if not demoted:
                 raise
-            with contextlib.suppress(Exception):  # best effort; a Cluster has no one pool
-                self.client.connection_pool.disconnect()
+            # best effort (a Cluster has no one pool); only idle connections: one another
+            # thread is using (a BLPOP) gets its own error and comes here itself
+            with contextlib.suppress(Exception):
+                self.client.connection_pool.disconnect(inuse_connections=False)
             raise ConnectionFailed(
                 f"Redis at {safe_url(self.url)} is a replica now (a failover?): {exc}"
             ) from exc

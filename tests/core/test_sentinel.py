@@ -265,11 +265,14 @@ def test_a_worker_whose_master_is_demoted_backs_off_and_carries_on(
             t.record.delay(str(out), "before")
             wait_for(lambda: out.exists() and out.read_text() == "before\n")
             _admin(a, "REPLICAOF", "127.0.0.1", str(b.port))
-            wait_for(lambda: "is a replica now" in caplog.text, timeout=10)
+            wait_for(lambda: "READONLY" in caplog.text, timeout=10)  # the fault, told once
             time.sleep(1.0)  # a few rounds of backoff against the replica
             _admin(a, "REPLICAOF", "NO", "ONE")
             wait_for(lambda: _try_enqueue(out, "after"), timeout=10)
             wait_for(lambda: "after" in out.read_text(), timeout=10)
+            wait_for(lambda: "Redis takes its calls again" in caplog.text, timeout=10)
+        told = [m.split(":")[0] for m in caplog.messages if "retrying with backoff" in m]
+        assert told and len(told) == len(set(told))  # once per thread in the fault, not per call
         assert "crashed" not in caplog.text  # handled as a connection error, not a bug
         assert thread.is_alive()
     finally:

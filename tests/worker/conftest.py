@@ -111,3 +111,5 @@ def start_worker(redis_url: str) -> Iterator[Callable[..., Worker]]:
     for worker, th in started:
         th.join(15)
         assert not th.is_alive(), f"worker {worker.id} did not stop"
+        # nor does its scheduler outlive it (it would write to the next test's Redis)
+        assert worker.scheduler is None or not worker.scheduler.is_alive()
