@@ -14,8 +14,6 @@ import logging
 import threading
 from typing import TYPE_CHECKING
 
-from ztq.core.errors import ZtqError
-
 if TYPE_CHECKING:
     from ztq.worker.worker import Worker
 
@@ -35,13 +33,8 @@ class Scheduler(threading.Thread):
                 self.step()
                 delay = 0.5
                 self.worker.faults.ok("scheduler")
-            except Exception as exc:
-                wait = self.worker.faults.failed("scheduler", exc)  # a Redis fault: logged once
-                if wait is None:
-                    if not isinstance(exc, ZtqError):
-                        raise
-                    log.warning("scheduler: %s; retrying in %.1fs", exc, delay)
-                    wait, delay = delay, min(delay * 2, 5.0)
+            except Exception as exc:  # a Redis fault: logged once
+                wait, delay = self.worker.faults.backoff("scheduler", exc, delay)
                 self.worker.stopping.wait(wait)
 
     def step(self) -> float:

@@ -36,7 +36,6 @@ from ztq.core.engine.workers import (
     take_commands,
     write_heartbeat,
 )
-from ztq.core.errors import ZtqError
 from ztq.core.settings.redis_urls import safe_url
 from ztq.worker.channels import WorkerChannels
 from ztq.worker.config import ThreadSpec, WorkerConfig
@@ -394,12 +393,7 @@ class Worker(Control):
                 delay = 0.5
                 self.faults.ok("commands")
             except Exception as exc:
-                wait = self.faults.failed("commands", exc)
-                if wait is None:
-                    if not isinstance(exc, ZtqError):
-                        raise
-                    log.warning("command thread: %s", exc)
-                    wait, delay = delay, min(delay * 2, 5.0)
+                wait, delay = self.faults.backoff("commands", exc, delay)
                 self.stopping.wait(wait)
 
     # -- run ---------------------------------------------------------------------------------
@@ -443,12 +437,7 @@ class Worker(Control):
                 delay = 0.5
                 self.faults.ok("maintenance")
             except Exception as exc:  # a Redis fault: logged once (worker/resilience/faults.py)
-                wait = self.faults.failed("maintenance", exc)
-                if wait is None:
-                    if not isinstance(exc, ZtqError):
-                        raise
-                    log.warning("maintenance: %s; retrying", exc)
-                    wait, delay = delay, min(delay * 2, 5.0)
+                wait, delay = self.faults.backoff("maintenance", exc, delay)
                 self.stopping.wait(min(wait, self.cfg.heartbeat))
                 continue
             if self.cfg.burst and not any(ex.is_alive() for ex in self.executors):

@@ -76,6 +76,19 @@ class Faults:
                     where, KINDS[k], text)  # fmt: skip
         return delay
 
+    def backoff(self, where: str, exc: Exception, delay: float) -> tuple[float, float]:
+        """How long the loop ``where`` waits after ``exc``, and its next fallback delay: a
+        Redis fault's backoff (told once per kind, :meth:`failed`); another ZtqError waits
+        ``delay``, doubling up to 5 s (told each time); any other error is raised (a bug:
+        the caller's crash handling)."""
+        wait = self.failed(where, exc)
+        if wait is not None:
+            return wait, delay
+        if not isinstance(exc, ZtqError):
+            raise exc
+        log.warning("%s: %s; retrying in %.1fs", where, exc, delay)
+        return delay, min(delay * 2, 5.0)
+
     def ok(self, where: str) -> None:
         """A call of ``where`` went through: the end of its fault, if it was in one."""
         if where not in self.active:  # the hot path: no lock
