@@ -52,6 +52,19 @@ def anon(wsgi: Any) -> TestApp:
     return TestApp(wsgi)
 
 
+def browser_sign_in(page: Any, url: str, lang: str = "en", user: str = "ann") -> Any:
+    """Sign ``page`` (Playwright) in through the login form, then switch the language."""
+    page.goto(url + "/login")
+    page.fill("input[name=username]", user)
+    page.fill("input[name=password]", PASSWORD)
+    page.click("#login button")
+    page.wait_for_url(lambda u: "/login" not in u)
+    if lang == "zh":
+        page.click("#lang button[value=zh]")
+        page.wait_for_load_state()
+    return page
+
+
 def login(app: TestApp, name: str, password: str = PASSWORD) -> TestApp:
     form = app.get("/login").forms["login"]
     form["username"] = name

@@ -11,7 +11,7 @@ import pytest
 
 from tests import sample_tasks as t
 from tests.console import scenario, test_browser
-from tests.console.conftest import PASSWORD
+from tests.console.conftest import browser_sign_in
 from ztq.core.engine.storage import Storage
 
 pytestmark = pytest.mark.browser
@@ -29,16 +29,7 @@ FITS = """el => {
 
 
 def sign_in(context: Any, url: str, lang: str) -> Any:
-    page = context.new_page()
-    page.goto(url + "/login")
-    page.fill("input[name=username]", "ann")
-    page.fill("input[name=password]", PASSWORD)
-    page.click("#login button")
-    page.wait_for_url(lambda u: "/login" not in u)
-    if lang == "zh":
-        page.click("#lang button[value=zh]")
-        page.wait_for_load_state()
-    return page
+    return browser_sign_in(context.new_page(), url, lang)
 
 
 def test_keyboard_skip_link_focus_after_filter_and_zoom(

@@ -14,7 +14,7 @@ import pytest
 
 from tests import sample_tasks as t
 from tests.console import scenario, test_browser
-from tests.console.conftest import PASSWORD
+from tests.console.conftest import browser_sign_in
 from ztq.core.engine.storage import Storage
 from ztq.core.engine.workers import take_commands
 
@@ -41,14 +41,7 @@ def open_console(browser: Any, url: str, lang: str = "en") -> Any:
     problems: list[str] = []
     page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
     page.problems = problems
-    page.goto(url + "/login")
-    page.fill("input[name=username]", "ann")
-    page.fill("input[name=password]", PASSWORD)
-    page.click("#login button")
-    page.wait_for_url(lambda u: "/login" not in u)
-    if lang == "zh":
-        page.click("#lang button[value=zh]")
-        page.wait_for_load_state()
+    browser_sign_in(page, url, lang)
     page.route(re.compile(r".*/(workers|history)(/[^?]*)?(\?(?!state).*)?$"), fast_refresh)
     return page
 
