@@ -141,10 +141,9 @@ class AsyncStorage:
         server has them, as the blocking side sends them (``scripts.PACKED``): redis-py's
         generic packing of 18 keys per call cost more client time than the rest of it."""
         if self._packable(ops):
-            try:
-                return await self._guarded(self._packed_each(ops))
-            except _Unpackable:
-                pass  # an argument only redis-py frames: the pipeline below
+            packed = await self._guarded(self._packed_or_none(ops))
+            if packed is not None:
+                return packed
         replies = list(
             await self._guarded(
                 SCRIPTS._pipeline(self.client, ops, None).execute(raise_on_error=False)
@@ -169,20 +168,30 @@ class AsyncStorage:
             and all(op[0] in PACKED for op in ops)
         )
 
+    async def _packed_or_none(self, ops: Sequence[Op]) -> list[Any] | None:
+        """:meth:`_packed_each`, or None where the pipeline is to send them: an argument
+        only redis-py frames, or a connection error (redis-py retries the pipeline, as on
+        the blocking side: ``Scripts.call_each``; enqueues are safe to send again)."""
+        try:
+            return await self._packed_each(ops)
+        except (RedisConnectionError, RedisTimeoutError, _Unpackable):
+            return None
+
     async def _packed_each(self, ops: Sequence[Op]) -> list[Any]:
+        """Each op sent packed, FCALL until the server refuses functions, then EVALSHA.
+        The calls that did not run (no function: it is loaded, or refused, then the scripts
+        are loaded for EVALSHA; NOSCRIPT: the scripts are loaded) are sent again, and
+        checked again: at most two rounds."""
         fcall = self._fcall
         replies = await self._send([SCRIPTS._pack(*op, fcall) for op in ops])
-        if fcall:
-            missing = [i for i, r in enumerate(replies) if _no_function(r)]
-            if missing and not await self._load_library():
+        for _ in range(2):
+            missing = [i for i, r in enumerate(replies) if _did_not_run(r, fcall)]
+            if not missing:
+                break
+            if not fcall or not await self._load_library():
                 self._fcall = fcall = False  # Redis < 7, or an ACL: EVALSHA from now on
-        else:
-            missing = [i for i, r in enumerate(replies)
-                       if isinstance(r, ResponseError) and _missing_script(r)]  # fmt: skip
-            if missing:
-                for src in SCRIPTS.source.values():
-                    await self.client.script_load(src)
-        if missing:  # those did not run: send them again
+                for name in sorted({ops[i][0] for i in missing}):
+                    await self.client.script_load(SCRIPTS.source[name])
             again = await self._send([SCRIPTS._pack(*ops[i], fcall) for i in missing])
             for i, reply in zip(missing, again, strict=True):
                 replies[i] = reply
@@ -190,7 +199,8 @@ class AsyncStorage:
 
     async def _send(self, frames: list[bytes]) -> list[Any]:
         """Send prebuilt commands on one connection of the pool and read every reply (an
-        error reply as its exception); a connection left mid-way is dropped."""
+        error reply as its exception); a connection left mid-way is dropped, and so is one
+        to a demoted master (READONLY: the next call connects afresh, to the new master)."""
         pool = self.client.connection_pool
         conn = await pool.get_connection()
         try:
@@ -201,6 +211,8 @@ class AsyncStorage:
                     replies.append(await conn.read_response())
                 except ResponseError as exc:
                     replies.append(exc)
+            if any(_demoted(r) for r in replies):
+                await conn.disconnect()
         except BaseException:
             await conn.disconnect()
             raise
@@ -288,6 +300,20 @@ class AsyncStorage:
 
     async def close(self) -> None:
         await self.client.aclose()
+
+
+def _did_not_run(reply: Any, fcall: bool) -> bool:
+    """The packed call did not run: no function (FCALL), or no script (EVALSHA)."""
+    if fcall:
+        return _no_function(reply)
+    return isinstance(reply, ResponseError) and _missing_script(reply)
+
+
+def _demoted(reply: Any) -> bool:
+    """A reply of a master demoted to a replica (a failover): READONLY, UNBLOCKED."""
+    return isinstance(reply, ReadOnlyError) or (
+        isinstance(reply, ResponseError) and str(reply).startswith("UNBLOCKED")
+    )
 
 
 async def astorage(app: App, name: str = "default") -> AsyncStorage:

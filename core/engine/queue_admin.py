@@ -121,18 +121,38 @@ class QueueAdmin(Reads):
         self, queue: str, batch: str, ids: Sequence[str] = (), *, limit: int = 500
     ) -> tuple[int, int]:
         """Put deleted errors of a trash batch back (``ids``, or all of it, ``limit`` per
-        script call); returns (restored, skipped: an id that has a record again)."""
+        script call); returns (restored, skipped: an id that has a record again).
+
+        All of it: the batch's hash is walked once with HSCAN, each id sent once (a scan
+        may return one twice), so an id skipped stays in the trash and is counted once."""
         k = self.keys
         keys = [k.tasks(queue), k.errors(queue), k.trash(queue, batch)]
         if ids:
-            restored, _, skipped = self.call("restore", keys, ["ids", 0, *ids])
+            restored, _, skipped = self.call("restore", keys, ["ids", *ids])
             return int(restored), int(skipped)
+        limit = max(int(limit), 1)
         total = skipped_total = 0
-        while True:
-            restored, taken, skipped = self.call("restore", keys, ["all", int(limit)])
+        seen: set[str] = set()
+        chunk: list[str] = []
+
+        def restore(chunk: list[str]) -> None:
+            nonlocal total, skipped_total
+            restored, _, skipped = self.call("restore", keys, ["ids", *chunk])
             total, skipped_total = total + int(restored), skipped_total + int(skipped)
-            if not int(taken) or not int(restored):
-                return total, skipped_total
+
+        with self.guard():
+            for field, _ in self.client.hscan_iter(keys[2], count=limit):
+                task_id = str(field)
+                if task_id in seen:
+                    continue
+                seen.add(task_id)
+                chunk.append(task_id)
+                if len(chunk) >= limit:
+                    restore(chunk)
+                    chunk = []
+            if chunk:
+                restore(chunk)
+        return total, skipped_total
 
     def trash_batches(self, queue: str) -> list[tuple[str, int, int]]:
         """The queue's live trash batches: (batch, expires at ms, tasks held), newest first."""

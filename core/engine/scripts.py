@@ -259,9 +259,18 @@ class Scripts:
             self.load_all(client)
         if _plain(client) and all(op[0] in PACKED for op in ops):
             try:
-                return self._packed_many(client, ops, raise_errors=False)
+                replies = self._packed_many(client, ops, raise_errors=False)
+                missing = [i for i, r in enumerate(replies) if isinstance(r, ResponseError)
+                           and _missing_script(r)]  # fmt: skip
+                if missing:  # EVALSHA mode, a flushed script cache: those did not run
+                    self.load_all(client)
+                    again = self._packed_many(client, [ops[i] for i in missing],
+                                              raise_errors=False)  # fmt: skip
+                    for i, reply in zip(missing, again, strict=True):
+                        replies[i] = reply
+                return replies
             except (RedisConnectionError, RedisTimeoutError, _Unpackable):
-                pass  # the pipeline below, as redis-py would retry
+                pass  # the pipeline below (all of them again), as redis-py would retry
         replies = list(self._pipeline(client, ops, None).execute(raise_on_error=False))
         missing = [i for i, r in enumerate(replies) if isinstance(r, ResponseError)
                    and _missing_script(r)]  # fmt: skip

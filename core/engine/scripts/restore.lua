@@ -1,21 +1,16 @@
 -- Put deleted errors back from a trash batch (the console's undo; see trash.lua): each goes
 -- back among the queue's errors with its record and failed-at time as they were.
 -- KEYS: 1 tasks, 2 errors, 3 the batch's trash hash
--- ARGV: 1 mode: 'ids' (the ids follow from ARGV[3]) or 'all' (up to ARGV[2] of the batch)
---       2 limit
--- Returns: {restored, taken, skipped}: tasks back among the errors; ids given or taken from
---          the batch ('all' loops until 0); skipped: the id has a record again (a task with
---          the same id was enqueued since), so the trashed one stays in the trash.
+-- ARGV: 1 mode: 'ids' (the only one), then the ids from ARGV[2] (a whole batch: the caller
+--       walks the hash with HSCAN and sends its ids in chunks, see QueueAdmin.restore_errors)
+-- Returns: {restored, taken, skipped}: tasks back among the errors; ids given; skipped: the
+--          id has a record again (a task with the same id was enqueued since), so the
+--          trashed one stays in the trash. An id no longer in the batch counts in neither.
 local tasks, errors, bin = KEYS[1], KEYS[2], KEYS[3]
-local ids
-if ARGV[1] == 'all' then
-  ids = redis.call('HRANDFIELD', bin, tonumber(ARGV[2]))
-else
-  ids = {}
-  for i = 3, #ARGV do ids[#ids + 1] = ARGV[i] end
-end
+if ARGV[1] ~= 'ids' then return redis.error_reply('ERR restore: unknown mode') end
 local restored, skipped = 0, 0
-for _, id in ipairs(ids) do
+for i = 2, #ARGV do
+  local id = ARGV[i]
   local entry = redis.call('HGET', bin, id)
   if entry then
     local tab = string.find(entry, '\t', 1, true)
@@ -29,5 +24,4 @@ for _, id in ipairs(ids) do
     end
   end
 end
-if ARGV[1] == 'all' and skipped == #ids then return {restored, 0, skipped} end
-return {restored, #ids, skipped}
+return {restored, #ARGV - 1, skipped}
