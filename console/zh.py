@@ -437,5 +437,7 @@ MESSAGES: dict[str, str] = {
     "{n} have a task with the same id again and stay in the trash.": "{n} 个又有了相同 id 的任务，留在回收站中。",
     "waiting": "等待中",
     "failed again": "再次失败",
+    "Following the first {n} tasks put back {t} ago": "跟踪{t}前放回的前 {n} 个任务",
+    "Only {max} of them per queue can be restored: the rest are deleted for good.": "每个队列最多只能恢复其中的 {max} 个：其余的将被永久删除。",
 }
 MESSAGES.update(FEATURES)  # alerts, systems, autoscaling, back-pressure: in their module

@@ -74,13 +74,39 @@
   });
 
   // -- live refresh -----------------------------------------------------------------------
-  // the reader is at work: a field in focus, text typed and not submitted, a box ticked,
-  // text selected; a refresh now would take it away
+  // a <select> showing another choice than the page was served with (with no option marked
+  // selected, the first one is the default of a single-choice list)
+  function selectChanged(sel) {
+    var opts = Array.prototype.slice.call(sel.options);
+    if (sel.multiple) {
+      return opts.some(function (o) { return o.selected !== o.defaultSelected; });
+    }
+    var dflt = 0;
+    opts.forEach(function (o, i) { if (o.defaultSelected) { dflt = i; } });
+    return opts.length > 0 && sel.selectedIndex !== dflt;
+  }
+
+  // what each <details> was when drawn, so that one the reader opened (or closed) is seen
+  function markDetails(root) {
+    root.querySelectorAll("details").forEach(function (d) {
+      d.setAttribute("data-drawn-open", d.open ? "1" : "0");
+    });
+  }
+
+  // the reader is at work: a field in focus, text typed and not submitted, a box ticked, a
+  // choice changed, a traceback opened, focus on something of the page, text selected; a
+  // refresh now would take it away
   function busy(main) {
     if (main.querySelector("input[type=checkbox]:checked:not(#live-toggle)")) { return true; }
     var active = document.activeElement;
     if (active && active !== document.body && /^(INPUT|SELECT|TEXTAREA)$/.test(active.tagName) &&
         active.id !== "live-toggle") { return true; }
+    if (active && active !== main && main.contains(active)) { return true; }
+    if (Array.prototype.some.call(document.querySelectorAll("select"), selectChanged)) { return true; }
+    var opened = Array.prototype.some.call(main.querySelectorAll("details"), function (d) {
+      return d.open !== (d.getAttribute("data-drawn-open") === "1");
+    });
+    if (opened) { return true; }
     var typed = Array.prototype.some.call(
       document.querySelectorAll("input:not([type=hidden]):not([type=checkbox]):not([type=radio]), textarea"),
       function (el) { return el.value !== el.defaultValue; });
@@ -125,6 +151,7 @@
   function enhance(root) {
     localTimes(root);
     copyButtons(root);
+    markDetails(root);
   }
 
   var live = { main: null, toggle: null, note: null, updated: 0, why: "", drawing: false };
@@ -191,10 +218,12 @@
     live.note = document.getElementById("live-note");
     live.updated = Date.now();
     bar.hidden = false;
-    toggle.checked = window.localStorage.getItem("ztq-live") !== "off";
+    var kept = null;
+    try { kept = window.localStorage.getItem("ztq-live"); } catch (e) { /* site data blocked */ }
+    toggle.checked = kept !== "off";
     live.why = toggle.checked ? "" : "off";
     toggle.addEventListener("change", function () {
-      window.localStorage.setItem("ztq-live", toggle.checked ? "on" : "off");
+      try { window.localStorage.setItem("ztq-live", toggle.checked ? "on" : "off"); } catch (e) { /* blocked */ }
       live.why = toggle.checked ? "" : "off";
       showNote();
     });

@@ -29,12 +29,8 @@ from ztq.console.web import (
     safe_next,
     text_param,
 )
-from ztq.core.engine.queue_admin import (
-    FOLLOW_WINDOW_MS,
-    TRASH_BATCH_MAX,
-    TRASH_BATCHES,
-    TRASH_WINDOW_MS,
-)
+from ztq.core.engine import queue_admin
+from ztq.core.engine.queue_admin import FOLLOW_WINDOW_MS, TRASH_BATCHES, TRASH_WINDOW_MS
 from ztq.core.monitor import bulk
 from ztq.core.monitor import queues as monitor
 from ztq.core.monitor.filters import task_matcher
@@ -119,9 +115,11 @@ def bulk_confirm(request: Any) -> Any:
 
 
 def _window(request: Any) -> dict[str, int]:
-    """How long the trash keeps a delete and a redo is followed (ms; pages say it)."""
-    return {"trash": TRASH_WINDOW_MS, "follow": FOLLOW_WINDOW_MS, "batch_max": TRASH_BATCH_MAX,
-            "batches": TRASH_BATCHES}  # fmt: skip
+    """How long the trash keeps a delete and a redo is followed (ms; pages say it), and how
+    many tasks of one delete the trash keeps (per queue) and a redo follows."""
+    return {"trash": TRASH_WINDOW_MS, "follow": FOLLOW_WINDOW_MS,
+            "batch_max": queue_admin.TRASH_BATCH_MAX, "batches": TRASH_BATCHES,
+            "follow_max": queue_admin.FOLLOW_MAX}  # fmt: skip
 
 
 @view_config(route_name="bulk", request_method="POST", permission=OPERATE)
@@ -230,7 +228,7 @@ def follow_page(request: Any) -> dict[str, Any]:
     """What became of the tasks one redo put back: queued, running, done, failed again."""
     batch = _batch_or_404(request, request.matchdict["batch"])
     queue, queues = queue_filter(request)
-    rows = bulk.follow(request.storage, queues, batch)
+    rows = bulk.follow(request.storage, queues, batch, queue_admin.FOLLOW_MAX)
     counts: dict[str, int] = {}
     again = []
     for r in rows:

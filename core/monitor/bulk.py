@@ -134,11 +134,15 @@ class BulkJob:
 
 
 def start(storage: Storage, job: BulkJob, queues: Sequence[str]) -> None:
+    """Count the sets the job walks. A ``total`` the form carries (the count its
+    confirmation stated, for a job on "the oldest N") caps it: tasks that failed or arrived
+    between the confirmation and the start are left alone."""
     stats = monitor.queue_stats(storage, queues, minutes=0)
     if job.source == "errors":
-        job.total = sum(s.errors for s in stats)
+        counted = sum(s.errors for s in stats)
     else:
-        job.total = sum(s.pending for s in stats)
+        counted = sum(s.pending for s in stats)
+    job.total = min(counted, job.total) if job.total and not job.filtered else counted
     job.started = True
 
 

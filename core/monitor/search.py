@@ -57,10 +57,14 @@ def search(
     """Records of any state that ``match``, newest first, walking each queue's records with
     HSCAN.
 
-    A page scans about ``budget`` records (all of them when there are fewer) and shows the
-    newest ``limit`` of the matches found there; the cursor is ``<queue index>.<HSCAN
-    cursor>``, where the next page's scan starts. HSCAN has no order, so "newest" is of the
-    records scanned: the page says how many it scanned and matched.
+    A page scans HSCAN batches until it has ``limit`` matches or has scanned about
+    ``budget`` records (all of them when there are fewer). When one scan saw every record it
+    shows the newest ``limit`` matches; otherwise every match of the batches it scanned,
+    newest first (a few more than ``limit`` when the last batch brought several: a batch
+    cannot be left half-read). The cursor is ``<queue index>.<HSCAN cursor>``, where the
+    next page's scan starts, so following the pages shows each record once. HSCAN has no
+    order, so "newest" is of the records scanned: the page says how many it scanned and
+    matched.
     """
     queues = storage.queues()
     at = ZCursor.parse(cursor)  # the shape of a ZCursor: two numbers, read the same way
@@ -69,7 +73,7 @@ def search(
     matched = 0
     scanned = 0
     may_match = getattr(match, "may_match", None)  # rules records out before parsing them
-    while qi < len(queues) and scanned < budget:
+    while qi < len(queues) and scanned < budget and matched < limit:
         q = queues[qi]
         with storage.guard():
             hc, batch = storage.client.hscan(storage.keys.tasks(q), hc, count=100)
@@ -90,7 +94,10 @@ def search(
         if int(hc) == 0:
             qi, hc = qi + 1, 0
     nxt = f"{qi}.{hc}" if qi < len(queues) else None
-    rows = [row for _, _, row in heapq.nlargest(limit, found)]
+    # one scan that saw every record shows the newest ``limit`` (the page offers the rest);
+    # a page the scan goes on from shows every match it scanned, or the next would skip some
+    rows = [row for _, _, row in heapq.nlargest(
+        limit if nxt is None and cursor is None else len(found), found)]  # fmt: skip
     return SearchPage(
         rows, nxt, scanned, partial=nxt is not None, matched=matched, capped=matched > KEEP
     )
