@@ -20,7 +20,7 @@ import pytest
 from ztq.core.engine.connection import make_client
 from ztq.core.engine.storage import Storage
 from ztq.core.engine.workers import get_worker, send_command
-from ztq.worker.demo.run import RESTART_AFTER
+from ztq.worker.demo import RESTART_AFTER
 from ztq.worker.demo.screen import mask_url
 
 REPO = Path(__file__).resolve().parents[2]
@@ -291,3 +291,12 @@ def test_on_a_users_redis_the_demo_keeps_to_its_own_prefix(redis_url: str, tmp_p
     strays = {k.decode() for k in client.scan_iter()} - ours - {k.decode() for k in before}
     assert not strays, strays
     client.close()
+
+
+def test_the_test_process_holds_none_of_the_demo_tasks() -> None:
+    """Importing the demo's run module registers its tasks, a cron entry among them, on the
+    default app: every in-process worker of the test run would then fire it into its
+    queues (issue 30's demo test did, and other worker tests failed at minute boundaries)."""
+    import ztq.core as ztq
+
+    assert not [e for e in ztq.cron_entries() if e.name.startswith("ztq.worker.demo")]

@@ -35,6 +35,7 @@ from typing import IO
 import ztq.core as ztq
 from ztq.core.auth.passwords import hash_password
 from ztq.core.errors import ConfigError, ZtqError
+from ztq.worker.demo import RESTART_AFTER
 from ztq.worker.demo import tasks as demo
 from ztq.worker.demo.screen import Screen, Tally, mask_url
 from ztq.worker.embedded import RedisProcess, parent_death_signal
@@ -45,7 +46,6 @@ QUEUES = ("default:2", "mail:1", "pdf:1:process")  # --queue flags of the demo's
 USER = "admin"
 EMBEDDED_PREFIX = "ztq"  # its own redis-server: ztq's default, as `ztq info` reads it
 DEMO_PREFIX = "ztq-demo"  # a Redis it did not start: apart from the user's keys
-RESTART_AFTER = 5.0  # seconds a worker runs before its exit starts it again (not a crash loop)
 
 
 def produce_some() -> None:
