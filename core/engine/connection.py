@@ -178,11 +178,21 @@ def server_identity(storage: Storage, new_marker: str) -> tuple[str, str | None,
     key = storage.keys.marker
     with storage.guard():
         run_id = ""
-        if not storage.is_cluster:
+        if storage.is_cluster:
+            marker = storage.client.get(key)
+        else:  # one round trip each heartbeat: the server's INFO and the marker together
+            pipe = storage.client.pipeline(transaction=False)
+            pipe.info("server")
+            pipe.get(key)
+            info, marker = pipe.execute(raise_on_error=False)
+            if isinstance(marker, Exception):
+                raise marker
             # an ACL without INFO (it is @dangerous): the marker alone decides
-            with contextlib.suppress(NoPermissionError):
-                run_id = str(storage.client.info("server").get("run_id", ""))
-        marker = storage.client.get(key)
+            if isinstance(info, NoPermissionError):
+                info = {}
+            elif isinstance(info, Exception):
+                raise info
+            run_id = str(info.get("run_id", ""))
         if marker is not None:
             return run_id, str(marker), False
         try:
