@@ -58,6 +58,8 @@ class Model:
     hand: list[tuple[str, str, str, int]] = field(default_factory=list)  # (w, t, id, token)
     refused: int = 0  # enqueues refused by a full queue (the totals' counter)
     overflowed: int = 0  # enqueues that went to the buffer
+    # the console's trash: per delete (batch), the error records it took, as they were
+    trash: dict[str, dict[str, Rec]] = field(default_factory=dict)
     counter: int = 0  # the queue's lease counter: the last token handed out
     cron_last: dict[str, int] = field(default_factory=dict)
     done_count: int = 0  # accepted acks (stats)
@@ -412,6 +414,34 @@ class Model:
     def errors_oldest(self, n: int) -> list[str]:
         items = sorted((r.failed_at or 0, i) for i, r in self.recs.items() if r.state == "error")
         return [i for _, i in items[:n]]
+
+    def to_trash(self, batch: str, ids: list[str]) -> tuple[int, int, int]:
+        """The console's delete of errors (trash.lua): each record in error leaves, kept
+        in the batch's trash as it was. Returns (deleted, ids given, kept)."""
+        kept = self.trash.setdefault(batch, {})
+        deleted = 0
+        for task_id in ids:
+            rec = self.recs.get(task_id)
+            if rec is None or rec.state != "error":
+                continue
+            kept[task_id] = self.recs.pop(task_id)
+            deleted += 1
+        return deleted, len(ids), deleted
+
+    def restore(self, batch: str, ids: list[str]) -> tuple[int, int]:
+        """Trashed errors back as they were (restore.lua); one whose id has a record again
+        stays in the trash. Returns (restored, skipped)."""
+        kept = self.trash.get(batch, {})
+        restored = skipped = 0
+        for task_id in ids:
+            if task_id not in kept:
+                continue
+            if task_id in self.recs:
+                skipped += 1
+                continue
+            self.recs[task_id] = kept.pop(task_id)
+            restored += 1
+        return restored, skipped
 
     def remove(self, ids: list[str], cancel: bool = False) -> tuple[int, int]:
         deleted = unready = 0

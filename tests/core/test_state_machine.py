@@ -500,6 +500,7 @@ class QueueMachine(RuleBasedStateMachine):
     @rule(
         move=st.sampled_from(
             ["redo", "redo", "redo_oldest", "run_now", "delete", "cancel", "purge", "pause"]
+            + ["redo_followed"]
             + ["resume"] * 3
             + ["limit", "unlimit", "bound", "bound", "unbound"]
         ),
@@ -514,7 +515,7 @@ class QueueMachine(RuleBasedStateMachine):
 
         The ids are mostly ones in the state the move acts on, sometimes any."""
         st_, model = self.storage, self.model
-        wanted = {"redo": "error", "run_now": "delayed"}.get(move, "")
+        wanted = {"redo": "error", "redo_followed": "error", "run_now": "delayed"}.get(move, "")
         pool = sorted(model.in_state(wanted)) if wanted else []
         if not pool or not data.draw(st.integers(0, 3), label="aimed"):
             pool = list(IDS)
@@ -524,6 +525,9 @@ class QueueMachine(RuleBasedStateMachine):
         elif move == "redo_oldest":
             got = model.requeue("error", model.errors_oldest(n))
             assert st_.requeue(Q, "error", oldest=n) == got
+        elif move == "redo_followed":  # the console's redo, noted for its follow page
+            got = model.requeue("error", ids)
+            assert st_.redo_errors(Q, "b1", ids) == got
         elif move == "run_now":
             assert st_.requeue(Q, "delayed", ids) == (got := model.requeue("delayed", ids))
         elif move in ("delete", "cancel"):
@@ -548,6 +552,35 @@ class QueueMachine(RuleBasedStateMachine):
             (st_.pause if model.paused else st_.resume)(Q)
             got = 1
         self.step(f"{move}:{got[0] if isinstance(got, tuple) else got}")
+
+    def has_errors(self) -> bool:
+        return bool(self.model.in_state("error"))
+
+    @precondition(has_errors)
+    @rule(n=st.integers(0, 1), data=st.data())
+    def console_delete(self, n: int, data: st.DataObject) -> None:
+        """The console's delete of errors: into one of two trash batches (trash.lua)."""
+        errors = sorted(self.model.in_state("error"))
+        ids = data.draw(st.lists(st.sampled_from(errors + list(IDS[:1])), min_size=1, max_size=3))
+        got = self.model.to_trash(f"b{n}", ids)
+        assert self.storage.trash_errors(Q, f"b{n}", ids) == got
+        self.step(f"trash:{got[0]}")
+
+    def has_trash(self) -> bool:
+        return any(self.model.trash.values())
+
+    @precondition(has_trash)
+    @rule(data=st.data())
+    def console_restore(self, data: st.DataObject) -> None:
+        """Restore from the trash (restore.lua): back as it was, unless the id has a record
+        again (then it stays in the trash)."""
+        batches = sorted(b for b, kept in self.model.trash.items() if kept)
+        batch = data.draw(st.sampled_from(batches))
+        ids = data.draw(st.lists(st.sampled_from(sorted(self.model.trash[batch])), min_size=1,
+                                 max_size=3))  # fmt: skip
+        got = self.model.restore(batch, ids)
+        assert self.storage.restore_errors(Q, batch, ids) == got
+        self.step(f"restore:{'restored' if got[0] else 'skipped' if got[1] else 'none'}")
 
     def has_waiting(self) -> bool:
         return bool(self.model.pending() or self.model.live("overflow"))
