@@ -59,7 +59,14 @@ Op = tuple[str, Sequence[str], Sequence[Any]]  # (script name, keys, args)
 # On Redis >= 7 they run as functions of one library (FCALL): a script runs _lib.lua's
 # definitions again on every call, a function finds them defined when its library loaded
 # (a one-by-one enqueue: about a quarter less time in Redis, measured here).
-PACKED = frozenset({"enqueue"})
+#
+# The worker's hot scripts go the same way since their calls became safe to send again (a
+# fetch carries a request id, an end is kept as `settled`: docs/design.md, "Lost
+# replies"). They take a connection of the pool for the call, as redis-py's path does: a
+# held connection per worker thread would add one connection per thread to Redis's count
+# (HELD is for producers' threads, where the pool's checkout cost a fifth of an enqueue).
+PACKED = frozenset({"enqueue", "fetch", "ack", "fail", "renew"})
+HELD_SCRIPTS = frozenset({"enqueue"})
 _CONNECTIONS = (  # connection classes that speak RESP on their own socket (not fakeredis)
     redis.Connection,
     redis.SSLConnection,
@@ -133,7 +140,10 @@ class Scripts:
         if name in PACKED and _plain(client):
             try:
                 return self._packed(client, name, keys, args)
-            except (NoScriptError, RedisConnectionError, RedisTimeoutError, _Unpackable):
+            except (RedisConnectionError, RedisTimeoutError):
+                if not _retries(client):
+                    raise
+            except (NoScriptError, _Unpackable):
                 pass  # the general path below loads the scripts, or retries as redis-py does
         try:
             return client.evalsha(self.sha[name], len(keys), *keys, *args)
@@ -168,23 +178,34 @@ class Scripts:
         no function (a new Redis, ``FUNCTION FLUSH``, another version's library only) did
         not run: the library is loaded and they are sent again."""
         pool = client.connection_pool
-        conn = HELD.connection(pool)
-        fcall = self._functions.get(pool, True)
-        replies = self._send(conn, ops, fcall)
-        missing = [i for i, reply in enumerate(replies) if fcall and _no_function(reply)]
-        if missing:
-            if not self._load_library(conn):
-                self._functions[pool] = fcall = False
-            again = self._send(conn, [ops[i] for i in missing], fcall)
-            for i, reply in zip(missing, again, strict=True):
-                replies[i] = reply
-        errors = [r for r in replies if isinstance(r, ResponseError)]
-        if errors:
-            if any(isinstance(e, ReadOnlyError) for e in errors):
-                conn.disconnect()  # a demoted master: the next call connects afresh
-            if raise_errors:
-                raise next((e for e in errors if _missing_script(e)), errors[0])
-        return replies
+        held = all(op[0] in HELD_SCRIPTS for op in ops)
+        conn = HELD.connection(pool) if held else pool.get_connection()
+        try:
+            fcall = self._functions.get(pool, True)
+            replies = self._send(conn, ops, fcall)
+            missing = [i for i, reply in enumerate(replies) if fcall and _no_function(reply)]
+            if missing:
+                if not self._load_library(conn):
+                    self._functions[pool] = fcall = False
+                again = self._send(conn, [ops[i] for i in missing], fcall)
+                for i, reply in zip(missing, again, strict=True):
+                    replies[i] = reply
+            errors = [r for r in replies if isinstance(r, ResponseError)]
+            if errors:
+                if any(isinstance(e, ReadOnlyError) for e in errors):
+                    conn.disconnect()  # a demoted master: the next call connects afresh
+                if raise_errors:
+                    first = next((e for e in errors if _missing_script(e)), errors[0])
+                    if len(ops) > 1:  # as a pipeline's: fault_kinds.applied_before reads it
+                        at = next(i for i, r in enumerate(replies) if r is first)
+                        first.args = (f"Command # {at + 1} ({ops[at][0]}) of pipeline caused "
+                                      f"error: {first.args[0] if first.args else ''}",
+                                      *first.args[1:])  # fmt: skip
+                    raise first
+            return replies
+        finally:
+            if not held:
+                pool.release(conn)
 
     def _send(self, conn: Any, ops: Sequence[Op], fcall: bool) -> list[Any]:
         """Send ``ops`` on ``conn`` and read every reply (a script's error as a reply)."""
@@ -233,7 +254,10 @@ class Scripts:
         if wait is None and _plain(client) and all(op[0] in PACKED for op in ops):
             try:
                 return self._packed_many(client, ops)
-            except (RedisConnectionError, RedisTimeoutError, _Unpackable):
+            except (RedisConnectionError, RedisTimeoutError):
+                if not _retries(client):
+                    raise
+            except _Unpackable:
                 pass  # the pipeline below, as redis-py would retry
             except ResponseError as exc:
                 if not _missing_script(exc):
@@ -269,7 +293,10 @@ class Scripts:
                     for i, reply in zip(missing, again, strict=True):
                         replies[i] = reply
                 return replies
-            except (RedisConnectionError, RedisTimeoutError, _Unpackable):
+            except (RedisConnectionError, RedisTimeoutError):
+                if not _retries(client):
+                    raise
+            except _Unpackable:
                 pass  # the pipeline below (all of them again), as redis-py would retry
         replies = list(self._pipeline(client, ops, None).execute(raise_on_error=False))
         missing = [i for i, r in enumerate(replies) if isinstance(r, ResponseError)
@@ -357,6 +384,14 @@ class HeldConnections:
 
 
 HELD = HeldConnections()
+
+
+def _retries(client: Any) -> bool:
+    """The client retries a command after a connection error: a packed call that met one
+    is sent again by redis-py's path (which retries further), as redis-py would; a client
+    made not to retry sees the error."""
+    retry = client.get_retry()
+    return retry is None or retry.get_retries() > 0
 
 
 def _plain(client: Any) -> bool:

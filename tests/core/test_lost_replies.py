@@ -32,12 +32,13 @@ W, T = "w1", "t0"
 
 
 class ReplyDropper:
-    """A TCP proxy to Redis. :meth:`arm` makes it forward the next request that holds a
-    script's SHA, wait for Redis's reply and drop the connection instead of passing it on."""
+    """A TCP proxy to Redis. :meth:`arm` makes it forward the next request that names a
+    script (its SHA, or its function: FCALL), wait for Redis's reply and drop the connection
+    instead of passing it on."""
 
     def __init__(self, port: int) -> None:
         self.port = port
-        self.armed: bytes | None = None
+        self.armed: tuple[bytes, ...] | None = None
         self.dropped = 0
         self.lock = threading.Lock()
         self.listener = socket.create_server(("127.0.0.1", 0))
@@ -46,7 +47,8 @@ class ReplyDropper:
         threading.Thread(target=self._accept, daemon=True).start()
 
     def arm(self, script: str) -> None:
-        self.armed = SCRIPTS.sha[script].encode()
+        names = (SCRIPTS.sha[script], SCRIPTS.function.get(script, SCRIPTS.sha[script]))
+        self.armed = tuple(n.encode() for n in names)
 
     def _accept(self) -> None:
         while True:
@@ -68,7 +70,7 @@ class ReplyDropper:
         with contextlib.suppress(OSError):
             while data := client.recv(65536):
                 with self.lock:
-                    if self.armed is not None and self.armed in data:
+                    if self.armed is not None and any(a in data for a in self.armed):
                         self.armed = None
                         drop.set()  # before it is sent: the reply is never passed on
                 server.sendall(data)

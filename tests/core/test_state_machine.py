@@ -844,6 +844,28 @@ def _run(backend: str, storage: Storage, flush: Callable[[], None], examples: in
         (QueueMachine,),
         {"storage": storage, "flush": staticmethod(flush), "backend": backend},
     )
+    # The cases below are each met in most runs, not in all: a run that missed one runs
+    # again (at most three more times) rather than pass without it or fail by chance.
+    wanted = ("entry-renamed", "purge-counted:leftovers") if examples >= 50 else ()
+    for _ in range(4):
+        _generate(machine, examples)
+        if all(STATS.get(f"{backend}:{case}", 0) > 0 for case in wanted):
+            break
+    print(
+        f"\nstate machine on {backend}: {STATS.get(f'{backend}:examples', 0)} runs, "
+        f"{STATS.get(f'{backend}:steps', 0)} steps; moves: "
+        + ", ".join(
+            f"{k.split(':', 1)[1]}={v}" for k, v in sorted(STATS.items()) if k.startswith(backend)
+        )
+    )
+    assert STATS.get(f"{backend}:steps", 0) >= examples  # it really ran
+    # leftovers were met with a live entry of the same id in their list, and by a purge of
+    # everything counted (issue 24: one live task was left behind)
+    for case in wanted:
+        assert STATS.get(f"{backend}:{case}", 0) > 0, case
+
+
+def _generate(machine: type[QueueMachine], examples: int) -> None:
     run_state_machine_as_test(
         machine,
         settings=settings(
@@ -858,18 +880,6 @@ def _run(backend: str, storage: Storage, flush: Callable[[], None], examples: in
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
         ),
     )
-    print(
-        f"\nstate machine on {backend}: {STATS.get(f'{backend}:examples', 0)} runs, "
-        f"{STATS.get(f'{backend}:steps', 0)} steps; moves: "
-        + ", ".join(
-            f"{k.split(':', 1)[1]}={v}" for k, v in sorted(STATS.items()) if k.startswith(backend)
-        )
-    )
-    assert STATS.get(f"{backend}:steps", 0) >= examples  # it really ran
-    if examples >= 50:  # leftovers were met with a live entry of the same id in their list
-        assert STATS.get(f"{backend}:entry-renamed", 0) > 0
-        # and by a purge of everything counted (issue 24: one live task was left behind)
-        assert STATS.get(f"{backend}:purge-counted:leftovers", 0) > 0
 
 
 def test_state_machine_on_redis(redis_server: Any) -> None:
