@@ -307,9 +307,9 @@ class TaskCall:
             return
         due = self.delay if self.eta is None else self.eta - time.time()
         if due is not None and due >= expires:
-            what = f"delay={self.delay!r}" if self.eta is None else f"eta {due:.3f}s from now"
+            what = f"delay={due:g}" if self.eta is None else f"eta (in {due:.0f} s)"
             raise InvalidOption(
-                f"{what} is at or after expires={expires!r}: the task would expire before "
+                f"{what} is at or after expires={expires:g}: the task would expire before "
                 "it is due and never run"
             )
 
