@@ -218,3 +218,25 @@ def test_options_reach_every_enqueue_path(storage: Storage) -> None:
     overridden = expiring.enqueue((4,), expires=5)
     m = meta_of(storage, overridden.id)
     assert m["exp"] - m["enqueued"] == 5000
+
+
+def test_the_doc_examples_run_as_they_say(
+    storage: Storage, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "queue-controls.md").read_text()
+    section = text[text.index("## Expiry") :]
+    before, after = re.findall(r"^```python\n(.*?)^```", section, re.S | re.M)
+    namespace: dict = {"__name__": "docs_queue_controls"}
+    exec(compile(before, "docs/queue-controls.md", "exec"), namespace)  # noqa: S102
+    said = re.search(r"print\(exc\)  # (.*)", before)
+    assert said and capsys.readouterr().out == said.group(1) + "\n"
+    h = namespace["h"]
+    assert storage.pending_count("mail") == 3
+    assert "exp" not in meta_of(storage, namespace["send_reset_mail"].prepare((44,)).resolve_id(),
+                                "mail")  # fmt: skip
+    age(storage, h.id, "mail")  # the hour passed; a worker's fetch meets it
+    assert [x.id for x in storage.fetch("mail", "w", "t", 60_000, 5)] != [h.id]
+    exec(compile(after, "docs/queue-controls.md", "exec"), namespace)  # noqa: S102
