@@ -115,7 +115,6 @@ MESSAGES: dict[str, str] = {
     "running": "运行中",
     "error": "出错",
     "done": "完成",
-    "expired": "已过期",
     "none": "无",
     "failed": "失败",
     "retry": "重试",

@@ -116,8 +116,8 @@ class TaskFunction(Generic[P, R]):
         Options: ``queue``, ``connection``, ``priority``, ``delay``, ``eta``, ``first``,
         ``unique``, ``id``, ``callback``, ``on_failure``, ``on_progress``, ``timeout``,
         ``retries``, ``result_ttl``, ``expires``, ``shards``, ``pass_result`` (as a callback:
-        the parent's result comes first in its arguments), ``replicas`` (wait for that many replicas to confirm
-        the enqueue: docs/scaling.md), ``meta``. An unknown name raises
+        the parent's result comes first in its arguments), ``replicas`` (wait for that many
+        replicas to confirm the enqueue: docs/scaling.md), ``meta``. An unknown name raises
         :class:`~ztq.core.errors.UnknownOption` naming the nearest one.
 
         A prepared call may become a callback that the worker gives more arguments (the
