@@ -61,3 +61,14 @@ def test_a_console_redo_of_a_failed_task_clears_its_expiry(
     assert store.record("default", h.id).get("exp")
     post(operator, "/tasks", {"action": "redo", "task": f"default:{h.id}", "next": "/errors"})
     assert ztq.ping(h) == "queued" and store.record("default", h.id).get("exp") is None
+
+
+def test_an_expired_task_has_its_page_and_is_found_by_state(
+    operator: TestApp, store: Storage
+) -> None:
+    [task_id] = expire(store, 1)
+    page = operator.get(f"/tasks/{task_id}", {"queue": "default"})
+    assert page.status_int == 200 and "expired" in page.text
+    found = operator.get("/search", {"state": "expired"})
+    assert task_id in found.text
+    assert found.html.select_one('option[value="expired"]') is not None
