@@ -240,3 +240,21 @@ def test_the_doc_examples_run_as_they_say(
     age(storage, h.id, "mail")  # the hour passed; a worker's fetch meets it
     assert [x.id for x in storage.fetch("mail", "w", "t", 60_000, 5)] != [h.id]
     exec(compile(after, "docs/queue-controls.md", "exec"), namespace)  # noqa: S102
+
+
+def test_aenqueue_and_callbacks_carry_the_expiry(storage: Storage) -> None:
+    import asyncio
+
+    from ztq.core.client.calls import TaskCall
+
+    async def send() -> str:
+        h = await t.add.aenqueue((6, 7), expires=45)
+        return h.id
+
+    task_id = asyncio.run(send())
+    m = meta_of(storage, task_id)
+    assert m["exp"] - m["enqueued"] == 45_000
+    cb = t.add.prepare((1,), expires=timedelta(seconds=90), pass_result=True)
+    parent = t.add.prepare((2, 3), callback=cb)
+    again = TaskCall.from_dict(parent.to_dict()).callback
+    assert again is not None and again.expires == 90 and again.expires_ms() == 90_000
