@@ -18,7 +18,7 @@ from ztq.core.errors import InvalidName
 from ztq.core.monitor import queues as monitor
 from ztq.core.monitor import streams
 
-STATES = ("queued", "overflow", "delayed", "running", "error", "done")
+STATES = ("queued", "overflow", "delayed", "running", "error", "done", "expired")
 
 
 def not_found(message: str) -> HTTPNotFound:

@@ -140,4 +140,7 @@ MESSAGES: dict[str, str] = {
     "{name}: at most {n} tasks waiting; more wait in the overflow buffer.": "{name}：最多 {n} 个任务等待；更多的任务在溢出缓冲中等待。",
     "{name}: no pending limit.": "{name}：不限等待数量。",
     "No runs in the last 24 hours yet.": "最近 24 小时还没有运行。",
+    # expiry (docs/queue-controls.md, "Expiry")
+    "{n} expired before they started": "{n} 个在开始前已过期",
+    "tasks not started before their expiry: they never ran": "在过期前未开始的任务：它们从未运行",
 }

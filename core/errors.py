@@ -68,6 +68,16 @@ class TaskFailed(ZtqError):
         self.traceback = traceback
 
 
+class TaskExpired(ZtqError):
+    """The task was not started before its expiry (``expires=``): it never ran and never
+    will (docs/queue-controls.md, "Expiry"). ``expired_at`` is the expiry (epoch ms, on
+    Redis's clock) when the record still holds it."""
+
+    def __init__(self, task_id: str, expired_at: int | None = None) -> None:
+        super().__init__(f"task {task_id} expired before it started: it did not run")
+        self.task_id, self.expired_at = task_id, expired_at
+
+
 class ResultTimeout(ZtqError, TimeoutError):
     """The task had not finished when the wait for its result ran out."""
 

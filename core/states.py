@@ -12,6 +12,7 @@ class TaskState(str, Enum):
     RUNNING = "running"
     ERROR = "error"
     DONE = "done"
+    EXPIRED = "expired"  # not started before its expiry (``expires=``): it never ran
     NONE = "none"  # no record: never enqueued, deleted, or its finished record expired
 
     def __str__(self) -> str:

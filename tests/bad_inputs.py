@@ -158,6 +158,51 @@ MISTAKES: tuple[Mistake, ...] = (
     ),
     _py("add.enqueue((1, 2), timeout=0)", "timeout must be > 0, not 0", "InvalidOption"),
     _py(
+        "add.enqueue((1, 2), expires=0)",
+        "expires must be > 0, not 0",
+        "InvalidOption",
+        "a task that expires at once could never run; None never expires",
+    ),
+    _py("add.enqueue((1, 2), expires=-30)", "expires must be > 0, not -30", "InvalidOption"),
+    _py(
+        'add.enqueue((1, 2), expires=float("nan"))',
+        "expires must be a number of seconds, not nan",
+        "InvalidOption",
+    ),
+    _py(
+        "add.enqueue((1, 2), expires=True)",
+        "expires must be a number of seconds, not True",
+        "InvalidOption",
+    ),
+    _py(
+        'add.enqueue((1, 2), expires="1h")',
+        "expires must be a number of seconds, not '1h'",
+        "InvalidOption",
+        "seconds, or a datetime.timedelta",
+    ),
+    _py(
+        "import datetime\nadd.enqueue((1, 2), expires=datetime.datetime(2030, 1, 1))",
+        "expires takes seconds or a timedelta (how long the task stays useful), not a datetime",
+        "InvalidOption",
+        "an expiry is a length of time from the enqueue, not a moment",
+    ),
+    _py(
+        "add.enqueue((1, 2), delay=600, expires=300)",
+        "delay=600 is at or after expires=300: the task would expire before it is due",
+        "InvalidOption",
+        "a task due after its expiry could never run",
+    ),
+    _py(
+        "import time\nadd.enqueue((1, 2), eta=time.time() + 7200, expires=3600)",
+        "is at or after expires=3600: the task would expire before it is due",
+        "InvalidOption",
+    ),
+    _py(
+        "@ztq.task(expires=0)\ndef never(): pass",
+        "expires must be > 0, not 0",
+        "InvalidOption",
+    ),
+    _py(
         'add.enqueue((1, 2), eta="tomorrow")',
         "eta must be a number of seconds, not 'tomorrow'",
         "InvalidOption",
@@ -217,6 +262,11 @@ MISTAKES: tuple[Mistake, ...] = (
         "InvalidOption",
     ),
     # -- the ztq command and the environment ------------------------------------------------
+    _cli(
+        "ztq enqueue tests.sample_tasks.add --args [1,2] --expires 0",
+        "expires must be > 0, not 0",
+        2,
+    ),
     _cli("ztq nosuch", "invalid choice: 'nosuch'", 2),
     _cli(
         "ztq worker --queue mail:two --burst",

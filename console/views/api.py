@@ -232,6 +232,7 @@ def metrics(request: Any) -> Response:
     for key, text in (
         ("done", "Runs that succeeded, since the queue began."),
         ("failed", "Runs that failed (retried or not), since the queue began."),
+        ("expired", "Tasks not started before their expiry (never run), since the queue began."),
     ):
         family(f"ztq_tasks_{key}_total", "counter", text,
                [({"queue": q}, getattr(t, key)) for q, t in totals.items()])  # fmt: skip

@@ -27,7 +27,7 @@ from ztq.core.monitor import streams
 from ztq.core.monitor.filters import fields_matcher, task_matcher
 from ztq.core.monitor.workers import worker_ips
 
-STATUSES = ("done", "failed", "retry")
+STATUSES = ("done", "failed", "retry", "expired")
 KINDS = ("start", "stop", "reboot", "lost", "config", "command", "forget", "autoscale", "redis")
 
 

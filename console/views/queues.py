@@ -57,6 +57,7 @@ def queues_page(request: Any) -> dict[str, Any]:
             "threads",
             "done_hour",
             "failed_hour",
+            "expired_hour",
         )
     }
     return {"queues": queues, "totals": totals, "serving": served_by(request, queues)}

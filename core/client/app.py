@@ -21,6 +21,7 @@ import os
 import sys
 import weakref
 from collections.abc import Callable, Iterable
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from ztq.core.client import current
@@ -159,6 +160,7 @@ class App:
         on_batch: Callable[[], Any] | None = None,
         result_ttl: float | None = None,
         shards: int | None = None,
+        expires: float | timedelta | None = None,
     ) -> Callable[[Callable[P, R]], TaskFunction[P, R]]: ...
 
     @refuse_unknown_options("task")  # @task(retires=3): "did you mean 'retries'?"
@@ -179,6 +181,7 @@ class App:
         on_batch: Callable[[], Any] | None = None,
         result_ttl: float | None = None,
         shards: int | None = None,
+        expires: float | timedelta | None = None,
     ) -> Any:
         """Register a function as a task of this app, by default as ``module.qualname`` on
         queue ``default``.
@@ -186,6 +189,8 @@ class App:
         ``cron="*/5 * * * *"`` also schedules it (no arguments); ``batch_size`` with
         ``on_batch`` calls ``on_batch()`` after that many runs or when the queue runs dry;
         ``result_ttl`` (seconds) keeps its results that long instead of the worker's setting;
+        ``expires`` (seconds or a ``timedelta``, each call may override it) drops a call
+        not started that long after its enqueue (docs/queue-controls.md, "Expiry");
         ``shards=N`` spreads the queue over N sub-queues in N hash slots, so one busy queue
         can use several Redis Cluster masters (docs/scaling.md); every task of the queue must
         give the same N.
@@ -206,6 +211,7 @@ class App:
                 on_batch=on_batch,
                 result_ttl=result_ttl,
                 shards=shards,
+                expires=expires,
             )
             self.registry.add(tf)
             try:
@@ -288,7 +294,8 @@ class App:
     def ping(
         self, task: TaskHandle | str, queue: str | None = None, *, connection: str = "default"
     ) -> str:
-        """The state of a task of this app: queued, delayed, running, error, done or none."""
+        """The state of a task of this app: queued, delayed, running, error, done, expired
+        or none."""
         return _ping(task, queue, connection=connection, app=self)
 
     async def aping(

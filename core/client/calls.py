@@ -15,7 +15,7 @@ import re
 import time
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field, fields, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from ztq.core.client.current import app_or_default
@@ -186,6 +186,18 @@ def _seconds(value: Any, what: str, *, allow_zero: bool = True) -> float | None:
     return float(value)
 
 
+def _expires(value: Any) -> float | None:
+    """``expires``: seconds (> 0) or a ``timedelta``; None never expires."""
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    elif isinstance(value, datetime):
+        raise InvalidOption(
+            f"expires takes seconds or a timedelta (how long the task stays useful), "
+            f"not a datetime: {value!r}"
+        )
+    return _seconds(value, "expires", allow_zero=False)
+
+
 @dataclass(frozen=True)
 class TaskCall:
     """One call of a registered task with its options; immutable, reusable."""
@@ -198,6 +210,8 @@ class TaskCall:
     priority: Priority = Priority.NORMAL
     delay: float | None = None
     eta: float | None = None  # epoch seconds
+    # seconds from the enqueue after which a task not started never runs (None: never)
+    expires: float | None = None
     first: bool = False
     unique: bool = True
     id: str | None = None
@@ -257,6 +271,8 @@ class TaskCall:
         object.__setattr__(self, "eta", _seconds(eta, "eta"))
         if self.delay is not None and self.eta is not None:
             raise InvalidOption("give delay or eta, not both")
+        if self.expires is not None:
+            self._check_expires()
         if isinstance(self.retries, bool) or not isinstance(self.retries, int) or self.retries < 0:
             raise InvalidOption(f"retries must be an int >= 0, not {self.retries!r}")
         if self.replicas is not None and (
@@ -282,6 +298,21 @@ class TaskCall:
         # is kept for payload()
         object.__setattr__(self, "_payload", self._encode_payload())
 
+    def _check_expires(self) -> None:
+        """``expires`` as seconds; a due time at or after it is refused (the task could
+        never run)."""
+        expires = _expires(self.expires)
+        object.__setattr__(self, "expires", expires)
+        if expires is None:
+            return
+        due = self.delay if self.eta is None else self.eta - time.time()
+        if due is not None and due >= expires:
+            what = f"delay={due:g}" if self.eta is None else f"eta (in {due:.0f} s)"
+            raise InvalidOption(
+                f"{what} is at or after expires={expires:g}: the task would expire before "
+                "it is due and never run"
+            )
+
     def with_options(self, **changes: Any) -> TaskCall:
         """A copy with other options (``TaskCall`` is immutable)."""
         return replace(self, **changes)
@@ -300,6 +331,10 @@ class TaskCall:
             now = time.time() if now is None else now
             return max(0, int(round((self.eta - now) * 1000)))
         return int(round((self.delay or 0) * 1000))
+
+    def expires_ms(self) -> int:
+        """The expiry as the enqueue script takes it: ms from the enqueue (0: none)."""
+        return 0 if self.expires is None else max(1, int(round(self.expires * 1000)))
 
     def options_dict(self) -> dict[str, Any]:
         """The options a worker needs, only those that differ from the defaults."""
@@ -344,6 +379,8 @@ class TaskCall:
             data["priority"] = self.priority.value
         if self.delay:
             data["delay"] = self.delay
+        if self.expires is not None:
+            data["expires"] = self.expires
         if self.first:
             data["first"] = True
         if not self.unique:
@@ -374,6 +411,7 @@ class TaskCall:
             shards=data.get("shards"),
             priority=Priority(data.get("priority", "normal")),
             delay=data.get("delay"),
+            expires=data.get("expires"),
             first=bool(data.get("first", False)),
             unique=bool(data.get("unique", True)),
             id=data.get("id"),

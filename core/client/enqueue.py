@@ -36,7 +36,8 @@ def entry(call: TaskCall, task_id: str, cron: tuple[str, int] | None = None) -> 
     """What ``Storage.enqueue_op`` needs of a call: a plain tuple in ``EnqueueEntry``'s
     order (a transaction makes one per task; a named tuple cost more)."""
     name, tick = cron or ("", 0)
-    return (task_id, call.payload(), call.priority, call.delay_ms(), call.first, name, tick)
+    return (task_id, call.payload(), call.priority, call.delay_ms(), call.first, name, tick,
+            call.expires_ms())  # fmt: skip
 
 
 def placed(app: App, call: TaskCall, task_id: str, storage: Storage) -> str:

@@ -10,7 +10,7 @@ from ztq.core.client.aio import astorage
 from ztq.core.client.current import app_or_default
 from ztq.core.engine.record import TaskRecord
 from ztq.core.engine.storage import Storage
-from ztq.core.errors import NotFound, ResultTimeout, TaskFailed
+from ztq.core.errors import NotFound, ResultTimeout, TaskExpired, TaskFailed
 from ztq.core.states import TaskState
 
 if TYPE_CHECKING:
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 R = TypeVar("R")
-FINISHED = ("done", "failed")  # history statuses that may end a wait ('retry' does not)
+FINISHED = ("done", "failed", "expired")  # history statuses that may end a wait ('retry' does not)
 
 
 @dataclass(frozen=True)
@@ -62,14 +62,15 @@ class TaskHandle(Generic[R]):
         return deleted == 1
 
     def ready(self) -> bool:
-        """True once the task finished: done, or in the error list."""
-        return self.state in (TaskState.DONE, TaskState.ERROR)
+        """True once the task finished: done, in the error list, or expired."""
+        return self.state in (TaskState.DONE, TaskState.ERROR, TaskState.EXPIRED)
 
     def get(self, timeout: float | None = None) -> R:
         """Wait for the task to finish and return its result (``None`` is a result).
 
         Raises :class:`TaskFailed` with the remote error when it ends in the error list
-        (retries are waited for), :class:`ResultTimeout` when ``timeout`` seconds pass
+        (retries are waited for), :class:`TaskExpired` when it was not started before its
+        expiry (``expires=``: it never runs), :class:`ResultTimeout` when ``timeout`` seconds pass
         first, :class:`NotFound` when there is no such task (never enqueued, deleted, or
         its record expired). The wait blocks on the queue's history stream, where every
         finished run is written: no polling, no cost to the workers.
@@ -78,8 +79,8 @@ class TaskHandle(Generic[R]):
         after = storage.history_tail(self.queue)  # before the record: no lost wake-up
         while True:
             rec = storage.record(self.queue, self.id)
-            gone = rec is None and storage.finished_lately(self.queue, self.id) == "done"
-            if wait.settled(rec, gone):
+            last = None if rec is not None else storage.finished_lately(self.queue, self.id)
+            if wait.settled(rec, last):
                 return wait.value  # type: ignore[no-any-return]
             while not wait.finished:
                 entries = storage.wait_history(self.queue, after, wait.left())
@@ -110,14 +111,18 @@ class Wait:
         self.handle, self.timeout = handle, timeout
         self.deadline = None if timeout is None else time.monotonic() + timeout
         self.finished = False  # the task's run was seen finishing since the last look
+        self.seen: str | None = None  # how it finished then (a history status)
         self.value: Any = None
 
-    def settled(self, rec: TaskRecord | None, gone_after_done: bool) -> bool:
-        """True when ``rec`` ends the wait (``value`` is the result); raises for a failure
-        or no such task; False while the task is pending."""
+    def settled(self, rec: TaskRecord | None, last: str | None) -> bool:
+        """True when ``rec`` ends the wait (``value`` is the result); raises for a failure,
+        an expiry or no such task; False while the task is pending. ``last``: the status of
+        the task's latest history entry when it has no record."""
         h = self.handle
         if rec is None:
-            if self.finished or gone_after_done:  # finished, its record not kept
+            if "expired" in (last, self.seen):  # expired, its record not kept
+                raise TaskExpired(h.id)
+            if self.finished or last == "done":  # finished, its record not kept
                 return True
             raise NotFound(
                 f"no task {h.id} in queue {h.queue}: never enqueued, deleted, "
@@ -126,6 +131,9 @@ class Wait:
         if rec.state == TaskState.DONE:
             self.value = rec.result
             return True
+        if rec.state == TaskState.EXPIRED:
+            exp = rec.get("exp")
+            raise TaskExpired(h.id, int(exp) if isinstance(exp, (int, float)) else None)
         if rec.state == TaskState.ERROR:
             kind, _, message = str(rec.get("error") or "").partition(": ")
             raise TaskFailed(h.id, kind, message, str(rec.get("traceback") or ""))
@@ -143,9 +151,9 @@ class Wait:
 
     def saw(self, entries: list[tuple[str, dict[str, str]]]) -> str:
         """Note whether the task's run finished among ``entries``; the id to read after."""
-        self.finished = any(
-            f.get("id") == self.handle.id and f.get("status") in FINISHED for _, f in entries
-        )
+        mine = [f.get("status") for _, f in entries
+                if f.get("id") == self.handle.id and f.get("status") in FINISHED]  # fmt: skip
+        self.finished, self.seen = bool(mine), (mine[-1] if mine else None)
         return entries[-1][0]
 
 
@@ -156,7 +164,7 @@ def ping(
     connection: str = "default",
     app: App | None = None,
 ) -> str:
-    """The state of a task: queued, delayed, running, error, done or none.
+    """The state of a task: queued, delayed, running, error, done, expired or none.
 
     With a bare id and no ``queue``, every known queue of ``app`` (default: the default app)
     is searched (one round trip); with a sharded ``queue``, its shards are.
@@ -193,8 +201,8 @@ async def await_result(handle: TaskHandle[Any], timeout: float | None = None) ->
     after = await storage.history_tail(handle.queue)
     while True:
         rec = await storage.record(handle.queue, handle.id)
-        gone = rec is None and await storage.finished_lately(handle.queue, handle.id) == "done"
-        if wait.settled(rec, gone):
+        last = None if rec is not None else await storage.finished_lately(handle.queue, handle.id)
+        if wait.settled(rec, last):
             return wait.value
         while not wait.finished:
             entries = await storage.wait_history(handle.queue, after, wait.left())

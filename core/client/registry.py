@@ -61,8 +61,10 @@ class TaskFunction(Generic[P, R]):
         on_batch: Callable[[], Any] | None,
         result_ttl: float | None = None,
         shards: int | None = None,
+        expires: float | None = None,
     ) -> None:
         self.fn = fn
+        self.expires = expires
         self.shards = shards
         self.result_ttl = result_ttl
         self.app = app
@@ -113,9 +115,9 @@ class TaskFunction(Generic[P, R]):
 
         Options: ``queue``, ``connection``, ``priority``, ``delay``, ``eta``, ``first``,
         ``unique``, ``id``, ``callback``, ``on_failure``, ``on_progress``, ``timeout``,
-        ``retries``, ``result_ttl``, ``shards``, ``pass_result`` (as a callback: the parent's result
-        comes first in its arguments), ``replicas`` (wait for that many replicas to confirm
-        the enqueue: docs/scaling.md), ``meta``. An unknown name raises
+        ``retries``, ``result_ttl``, ``expires``, ``shards``, ``pass_result`` (as a callback:
+        the parent's result comes first in its arguments), ``replicas`` (wait for that many
+        replicas to confirm the enqueue: docs/scaling.md), ``meta``. An unknown name raises
         :class:`~ztq.core.errors.UnknownOption` naming the nearest one.
 
         A prepared call may become a callback that the worker gives more arguments (the
@@ -156,6 +158,7 @@ class TaskFunction(Generic[P, R]):
             "unique": self.unique,
             "result_ttl": self.result_ttl,
             "shards": self.shards,
+            "expires": self.expires,
         }
         defaults.update(options)
         call = TaskCall(self.name, tuple(args), dict(kwargs or {}), app=self.app, **defaults)
@@ -216,7 +219,8 @@ class TaskFunction(Generic[P, R]):
         """The call of this task with its default options, prepared once (rebuilt when an
         option of the task changed): what :meth:`delay` fills with arguments."""
         key = (self.name, self.queue, self.connection, self.priority, self.retries,
-               self.timeout, self.unique, self.result_ttl, self.shards, self.app)  # fmt: skip
+               self.timeout, self.unique, self.result_ttl, self.shards, self.expires,
+               self.app)  # fmt: skip
         cached = self._template
         if cached is None or cached[0] != key:
             cached = self._template = (key, CallTemplate(self.prepare()))
@@ -355,6 +359,7 @@ def make_task(
     on_batch: Callable[[], Any] | None,
     result_ttl: float | None = None,
     shards: int | None = None,
+    expires: float | None = None,
 ) -> TaskFunction[Any, Any]:
     """Check a function and its options and wrap it as a task of ``app`` (not registered)."""
     task_name = check_task_name(name or f"{f.__module__}.{f.__qualname__}".replace(".<locals>", ""))
@@ -366,7 +371,7 @@ def make_task(
         raise InvalidOption("on_batch must be callable")
     # validates priority, retries and timeout the same way enqueue does
     probe = TaskCall(task_name, queue=queue, priority=priority, retries=retries, timeout=timeout,
-                     result_ttl=result_ttl, shards=shards)  # fmt: skip
+                     result_ttl=result_ttl, shards=shards, expires=expires)  # fmt: skip
     return TaskFunction(
         f,
         app=app,
@@ -381,6 +386,7 @@ def make_task(
         on_batch=on_batch,
         result_ttl=probe.result_ttl,
         shards=shards,
+        expires=probe.expires,
     )
 
 

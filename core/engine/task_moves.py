@@ -49,6 +49,14 @@ class Leased:
     token: int
     payload: str
     failures: int = 0
+    # when the task expires (``expires=``), on this process's ``time.monotonic()``: a task
+    # held past it before it starts is given back, not run (docs/queue-controls.md)
+    expires_at: float | None = None
+
+    def expired(self, now: float | None = None) -> bool:
+        """Has its expiry passed (a task that waited in a leased batch)?"""
+        at = self.expires_at
+        return at is not None and (time.monotonic() if now is None else now) >= at
 
 
 class EnqueueEntry(NamedTuple):
@@ -61,10 +69,15 @@ class EnqueueEntry(NamedTuple):
     first: bool = False
     cron_name: str = ""
     cron_tick_ms: int = 0
+    expires_ms: int = 0  # ms from the enqueue after which it never starts (0: never)
 
 
-# An EnqueueEntry's fields as a plain tuple, in its order (enqueue_op reads either)
-EnqueueArgs = tuple[str, str, Priority | str, int, bool, str, int]
+# An EnqueueEntry's fields as a plain tuple, in its order (enqueue_op reads either, and a
+# tuple without the last field: no expiry)
+EnqueueArgs = (
+    tuple[str, str, Priority | str, int, bool, str, int, int]
+    | tuple[str, str, Priority | str, int, bool, str, int]
+)
 
 
 class Reaped(NamedTuple):
@@ -162,15 +175,26 @@ class TaskMoves(Transport):
         """
         keys = self._key_list("enqueue", queue)
         args: list[Any] = []
-        for tid, payload, prio, delay_ms, first, cron_name, cron_tick_ms in entries:
+        for e in entries:
+            prio = e[2]
             level = prio.value if isinstance(prio, Priority) else prio
-            args += [tid, payload, level, max(0, int(delay_ms)), int(first), cron_name,
-                     int(cron_tick_ms)]  # fmt: skip
+            expires_ms = e[7] if len(e) > 7 else 0  # type: ignore[misc]
+            args += [e[0], e[1], level, max(0, int(e[3])), int(e[4]), e[5], int(e[6]),
+                     max(0, int(expires_ms))]  # fmt: skip
         return ("enqueue", keys, args)
 
     # -- worker side -------------------------------------------------------------------------
     def fetch_op(
-        self, queue: str, worker: str, thread: str, lease_ms: int, limit: int, wait_ms: int = 0
+        self,
+        queue: str,
+        worker: str,
+        thread: str,
+        lease_ms: int,
+        limit: int,
+        wait_ms: int = 0,
+        *,
+        result_ttl_ms: int = DEFAULT_RESULT_TTL_MS,
+        history_maxlen: int = DEFAULT_HISTORY_MAXLEN,
     ) -> Op:
         """The fetch script call; ``wait_ms`` > 0 registers the caller as the queue's waiting
         executor when it takes nothing (see :meth:`handed`).
@@ -178,7 +202,8 @@ class TaskMoves(Transport):
         It carries a request id, the same for every fetch of this executor (``queue``,
         ``worker``, ``thread``) until :meth:`parse_fetch` reads a reply to it: a fetch whose
         reply was lost, sent again, gets the leases the first one took (not new ones, while
-        those would idle until their lease ran out)."""
+        those would idle until their lease ran out). ``result_ttl_ms`` and
+        ``history_maxlen`` are for the expired tasks the fetch meets (they end there)."""
         executor = (queue, worker, thread)
         rid = self._fetch_ids.get(executor)
         if rid is None:
@@ -188,7 +213,12 @@ class TaskMoves(Transport):
         if keys is None:
             keys = [*self._key_list("fetch", queue), self.keys.fetched(queue, f"{worker}/{thread}")]
             self._fetch_keys[executor] = keys
-        return ("fetch", keys, [worker, thread, int(lease_ms), int(limit), int(wait_ms), rid])
+        k, at = self.keys, time.time()
+        keys = [*keys, k.done(queue), k.history(queue), k.stats(queue, int(at // 60)),
+                k.stats5(queue, int(at // 300)), k.totals(queue)]  # fmt: skip
+        args = [worker, thread, int(lease_ms), int(limit), int(wait_ms), rid,
+                int(result_ttl_ms), int(history_maxlen)]  # fmt: skip
+        return ("fetch", keys, args)
 
     def parse_fetch(self, queue: str, reply: Sequence[Any]) -> list[Leased]:
         """The leases of a fetch's reply; its request is answered (the executor's next
@@ -196,10 +226,12 @@ class TaskMoves(Transport):
         executor = self._fetch_of.pop(str(reply[1]), None) if len(reply) > 1 else None
         if executor is not None:
             self._fetch_ids.pop(executor, None)
+        now = time.monotonic()
         return [
-            Leased(str(reply[i]), queue, int(reply[i + 1]), str(reply[i + 3]), int(reply[i + 2]))
-            for i in range(2, len(reply), 4)
-        ]
+            Leased(str(reply[i]), queue, int(reply[i + 1]), str(reply[i + 3]), int(reply[i + 2]),
+                   None if int(reply[i + 4]) < 0 else now + int(reply[i + 4]) / 1000)
+            for i in range(2, len(reply), 5)
+        ]  # fmt: skip
 
     @staticmethod
     def fetch_registered(reply: Sequence[Any]) -> bool:

@@ -245,6 +245,7 @@ def queues(
                 "throughput": s.throughput,
                 "done_hour": sum(d for _, d, _ in s.throughput),
                 "failed_hour": sum(f for _, _, f in s.throughput),
+                "expired_hour": s.window.expired,  # not started before their expiry
                 **timings.summary(s.window),  # wait_ms / run_ms: p50, p95, p99 of the hour
                 "shards": s.shards,
                 "overflow": s.overflow,  # buffered tasks (when_full = buffer)

@@ -93,12 +93,14 @@ class Slot:
     start: int  # epoch seconds (0 for the totals)
     done: int = 0
     failed: int = 0
+    expired: int = 0  # tasks not started before their expiry (not runs: no times)
     wait: Histogram = field(default_factory=Histogram)
     run: Histogram = field(default_factory=Histogram)
 
     def add(self, other: Slot) -> None:
         self.done += other.done
         self.failed += other.failed
+        self.expired += other.expired
         self.wait.add(other.wait)
         self.run.add(other.run)
 
@@ -111,7 +113,7 @@ def parse(start: int, raw: Mapping[str, str]) -> Slot:
             n = int(value)
         except (TypeError, ValueError):
             continue
-        if key in ("done", "failed"):
+        if key in ("done", "failed", "expired"):
             setattr(slot, key, n)
         elif key in ("wsum", "rsum"):
             (slot.wait if key == "wsum" else slot.run).total_ms = n

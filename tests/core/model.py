@@ -16,7 +16,7 @@ LISTS = (*LEVELS, "overflow")  # the lists a waiting task's entry is in
 
 @dataclass
 class Rec:
-    state: str  # queued | overflow | delayed | running | error | done
+    state: str  # queued | overflow | delayed | running | error | done | expired
     prio: str = "normal"
     due: int | None = None  # delayed: due time (ms, Redis clock)
     fence: int | None = None  # running: the live lease's token
@@ -32,6 +32,7 @@ class Rec:
     result: str | None = None
     entry: str | None = None  # its list entry when not the id itself (``<id>#<n>``)
     settled: tuple[int, str] | None = None  # the last run that ended: (token, outcome)
+    exp: str | None = None  # its expiry (``expires=``): None, "live" or "passed"
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ class Model:
     cron_last: dict[str, int] = field(default_factory=dict)
     done_count: int = 0  # accepted acks (stats)
     failed_count: int = 0  # accepted failures (stats)
+    expired_count: int = 0  # tasks a fetch found past their expiry (stats)
     history: int = 0  # entries in the history stream
     # what the step just (re)timed, for the test to read back from Redis: (zset, id)
     stamped: list[tuple[str, str]] = field(default_factory=list)
@@ -170,7 +172,7 @@ class Model:
 
     # -- moves ---------------------------------------------------------------------------------
     def enqueue_batch(
-        self, entries: list[tuple[str, str, bool, bool, tuple[str, int] | None]]
+        self, entries: list[tuple[str, str, bool, bool, tuple[str, int] | None, bool]]
     ) -> list[str]:
         """One script call: buffered tasks first enter where there is room, then each task."""
         if self.max_pending is not None and self.when_full == "buffer" and self.overflow:
@@ -178,7 +180,13 @@ class Model:
         return [self.enqueue(*e) for e in entries]
 
     def enqueue(
-        self, task_id: str, prio: str, delay: bool, first: bool, cron: tuple[str, int] | None
+        self,
+        task_id: str,
+        prio: str,
+        delay: bool,
+        first: bool,
+        cron: tuple[str, int] | None,
+        expires: bool = False,
     ) -> str:
         if cron is not None:
             name, tick = cron
@@ -198,12 +206,14 @@ class Model:
             return "rerun"
         limited = not delay and not first and self.full()
         if not delay and not limited and self.can_hand_over():
-            return self.hand_over(task_id, prio)
+            out = self.hand_over(task_id, prio)
+            self.recs[task_id].exp = "live" if expires else None
+            return out
         if limited and self.when_full != "buffer":
             self.refused += 1
             return "full"  # nothing written: a finished record stays as it was
         # none, error or done: a fresh record (an enqueue of a finished task acts as a redo)
-        rec = self.recs[task_id] = Rec("queued", prio=prio)
+        rec = self.recs[task_id] = Rec("queued", prio=prio, exp="live" if expires else None)
         if delay:
             rec.state = "delayed"
             self.stamped.append(("delayed", task_id))
@@ -253,8 +263,10 @@ class Model:
         if self.waiter == (worker, thread):
             self.waiter = None
         handed = self.take_handed(worker, thread)
-        if handed is not None:
+        if handed is not None and self.recs[handed[0]].exp != "passed":
             return [handed], False
+        if handed is not None:  # taken after its expiry: it ends there, the fetch goes on
+            self.end_expired(handed[0])
         if self.paused:
             return [], False
         if self.max_running is not None:  # expired leases count until they are reaped
@@ -270,6 +282,9 @@ class Model:
                 if task_id is None:
                     continue
                 rec = self.recs[task_id]
+                if rec.exp == "passed":  # not leased: it ends as expired
+                    self.end_expired(task_id)
+                    continue
                 self.counter += 1
                 rec.state, rec.fence = "running", self.counter
                 rec.worker, rec.thread = worker, thread
@@ -281,6 +296,25 @@ class Model:
             self.waiter = (worker, thread)
             return out, True
         return out, False
+
+    def end_expired(self, task_id: str) -> None:
+        """A task not started by its expiry: `expired`, kept like a done record (no result),
+        one history entry, counted; a handed lease it never used is dropped."""
+        rec = self.recs[task_id]
+        if rec.state == "running":
+            self._end_run(rec)
+            rec.attempts = max(0, rec.attempts - 1)
+        rec.state = "expired"
+        self.expired_count += 1
+        self.history += 1
+
+    def lapse(self, task_id: str) -> bool:
+        """The task's expiry passes (the test moves it into the past)."""
+        rec = self.recs.get(task_id)
+        if rec is None or rec.exp != "live":
+            return False
+        rec.exp = "passed"
+        return True
 
     def settled_by(self, lease: Lease) -> str | None:
         """The outcome of the lease's run when it ended already (an ack or a failure sent
@@ -407,6 +441,7 @@ class Model:
             if want == "error":
                 self._new_series(rec)
                 rec.failed_at = None
+                rec.exp = None  # a redo runs whatever its expiry
             self._to_ready(task_id, rec, head=False)
             moved += 1
         return moved

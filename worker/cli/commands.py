@@ -187,6 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--kwargs", default="{}", help="JSON object")
     e.add_argument("--queue", help="instead of the task's queue; needed for a task not found")
     e.add_argument("--delay", type=float, help="seconds before it may run")
+    e.add_argument("--expires", type=float, help="seconds after which, not started, it never "
+                   "runs (instead of the task's expires)")  # fmt: skip
     e.add_argument("--priority", choices=["high", "normal", "low"],
                    help="instead of the task's priority")  # fmt: skip
     r = sub.add_parser("redo", help="move failed tasks back to ready")

@@ -63,7 +63,8 @@ def cmd_enqueue(args: argparse.Namespace, app: App) -> int:
     if not isinstance(call_args, list):
         raise ZtqError(f"--args must be a JSON list, not {args.args}")
     options = {k: v for k, v in (("queue", args.queue), ("delay", args.delay),
-               ("priority", args.priority)) if v is not None}  # fmt: skip
+               ("priority", args.priority), ("expires", getattr(args, "expires", None)))
+               if v is not None}  # fmt: skip
     fn = find_task(app, args.task)
     if fn is not None:
         if fn.app is not app:  # its own app would send it to that app's Redis, not ours

@@ -191,8 +191,9 @@ class BaseExecutor(threading.Thread, abc.ABC):
     def fetch_op(self, queue: str, limit: int, wait_ms: int = 0) -> Op:
         lease_ms = int(self.cfg.lease * 1000)
         return self.storage.fetch_op(
-            queue, self.worker.id, self.spec.name, lease_ms, limit, wait_ms
-        )
+            queue, self.worker.id, self.spec.name, lease_ms, limit, wait_ms,
+            result_ttl_ms=int(self.cfg.result_ttl * 1000), history_maxlen=self.cfg.history_maxlen,
+        )  # fmt: skip
 
     def take(self, queue: str, reply: Any) -> list[Leased]:
         leased = self.storage.parse_fetch(queue, reply)
@@ -337,6 +338,11 @@ class Executor(BaseExecutor):
             if self.should_exit():
                 self.give_back(leased[i:])
                 break
+            if lease.expires_at is not None and lease.expired():
+                # it waited in this batch past its expiry: given back, the next fetch (this
+                # one's, in its next round trip) ends it as expired (docs/queue-controls.md)
+                self.give_back([lease])
+                continue
             self.run_one(lease)
             ran += 1
         per_task = (time.monotonic() - started) / max(ran, 1)

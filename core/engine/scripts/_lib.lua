@@ -63,6 +63,14 @@ local function save(tasks, id, meta, payload)
   redis.call('HSET', tasks, id, head .. '\n' .. payload)
 end
 
+-- Expiry (docs/queue-controls.md, "Expiry"): a task enqueued with `expires` keeps its
+-- absolute expiry `exp` (ms on Redis's clock) in its meta, and is leased no more once it
+-- passed: fetch ends it as `expired` instead (history, stats, the `done` zset).
+local function expired(meta, now)
+  local exp = meta and meta.exp
+  return type(exp) == 'number' and exp <= now
+end
+
 -- ready lists come as a table {high=KEY, normal=KEY, low=KEY}
 local function ready_list(ready, prio)
   return ready[prio] or ready['normal']
@@ -328,6 +336,7 @@ local function requeue_one(tasks, source, ready, id, want, now)
   meta.state, meta.due, meta.enqueued = 'queued', nil, now
   if want == 'error' then
     new_series(meta)
+    meta.exp = nil  -- a redo is the operator's explicit act: it runs whatever its expiry
     meta.error, meta.traceback, meta.failed = nil, nil, nil
     meta.redone = (meta.redone or 0) + 1
   end

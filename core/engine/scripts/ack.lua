@@ -55,7 +55,9 @@ end
 local old = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 20)
 for _, id in ipairs(old) do
   local meta = load(KEYS[1], id)
-  if meta and meta.state == 'done' then redis.call('HDEL', KEYS[1], id) end
+  if meta and (meta.state == 'done' or meta.state == 'expired') then
+    redis.call('HDEL', KEYS[1], id)
+  end
   redis.call('ZREM', KEYS[3], id)
 end
 return refused

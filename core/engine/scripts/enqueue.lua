@@ -3,9 +3,10 @@
 --       8 wake, 9 cronlast, 10 schedule, 11 config (`max_pending`, `when_full`), 12 overflow,
 --       13 totals (counters: `refused`, `overflowed`), 14 paused, 15 running, 16 fence,
 --       17 waiter, 18 hand
--- ARGV: 7 fields per task: id, payload JSON, priority, delay_ms (0 = now; an absolute eta is
+-- ARGV: 8 fields per task: id, payload JSON, priority, delay_ms (0 = now; an absolute eta is
 --       turned into a delay by the client), first (0/1), cron entry name ('' = not cron),
---       cron tick (ms)
+--       cron tick (ms), expires_ms ('0' = none: else the task is stored with its expiry
+--       `exp` = now + expires_ms on Redis's clock, and no lease is given once it passed)
 -- Returns: {id, outcome, id, outcome, ...}: outcome is 'added', 'exists', 'moved' (first=1
 --          moved a pending one to the head), 'rerun' (identical task running: it runs once
 --          more after it ends), 'skipped' (this cron tick was enqueued already), 'full' (the
@@ -41,7 +42,7 @@ end
 -- (ready lists and buffer empty), the queue is not paused and its running limit has room.
 local registered = redis.call('GET', KEYS[17])  -- read once: only hand_over changes it here
 local function hand_over(id, meta, payload)
-  if not registered then return false end
+  if not registered or expired(meta, now) then return false end
   local w = fields(registered, 4)
   if tonumber(w[4]) <= now or redis.call('LLEN', KEYS[18]) > 0 or pending(ready, KEYS[1]) > 0
       or redis.call('LLEN', KEYS[12]) > 0 or redis.call('EXISTS', KEYS[14]) == 1 then
@@ -74,7 +75,7 @@ local function readied()
   if waiting then waiting = waiting + 1 end
 end
 
-local function enqueue(id, payload, prio, delay, first, cron_name, cron_tick)
+local function enqueue(id, payload, prio, delay, first, cron_name, cron_tick, expires)
   if cron_name ~= '' then
     local last = tonumber(redis.call('HGET', KEYS[9], cron_name) or '-1')
     if last >= tonumber(cron_tick) then return 'skipped' end
@@ -114,13 +115,15 @@ local function enqueue(id, payload, prio, delay, first, cron_name, cron_tick)
     return 'full'
   end
   if meta then
-    -- error or done: the new enqueue replaces the finished record (an enqueue acts as a redo)
+    -- error, done or expired: the new enqueue replaces the finished record (an enqueue acts
+    -- as a redo)
     redis.call('ZREM', KEYS[6], id)
     redis.call('ZREM', KEYS[7], id)
   end
 
   meta = {state = 'queued', enqueued = now}
   if prio ~= 'normal' then meta.prio = prio end
+  if expires > 0 then meta.exp = now + expires end
   if delay > 0 then
     meta.state, meta.due = 'delayed', now + delay
     save(KEYS[1], id, meta, payload)
@@ -142,11 +145,11 @@ local function enqueue(id, payload, prio, delay, first, cron_name, cron_tick)
 end
 
 local out = {}
-for i = 1, #ARGV, 7 do
+for i = 1, #ARGV, 8 do
   local id = ARGV[i]
   out[#out + 1] = id
   out[#out + 1] = enqueue(id, ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3]),
-    ARGV[i + 4] == '1', ARGV[i + 5], ARGV[i + 6])
+    ARGV[i + 4] == '1', ARGV[i + 5], ARGV[i + 6], tonumber(ARGV[i + 7]))
 end
 if woken > 0 then wake(KEYS[8], woken) end
 if scheduled > 0 then wake(KEYS[10], scheduled) end

@@ -4,24 +4,68 @@
 --       wide; a lease counts until it is acked, failed, released or reaped; `max_pending`
 --       and `when_full`: see room_made), 10 overflow, 11 room, 12 waiter, 13 hand,
 --       14 fetched (this executor's last fetch that took tasks: request id TAB id TAB
---       token ..., kept for the lease's length)
+--       token ..., kept for the lease's length), 15 done, 16 history, 17 stats (this
+--       minute), 18 stats (these 5 minutes), 19 totals (KEYS 15-19: for expired tasks)
 -- ARGV: 1 worker id, 2 thread name, 3 lease_ms, 4 max tasks, 5 wait_ms (> 0: when nothing
 --       is taken, register the caller as the queue's waiting executor for that long, so
 --       that the next enqueue leases its task straight to it: see enqueue.lua), 6 request
 --       id ('' or absent: none). A fetch sent again with the request id of the one that
 --       took the tasks kept in `fetched` (its reply was lost) gets those leases again (the
 --       ones it still holds, as they are) and takes nothing new: docs/design.md, "Lost
---       replies".
--- Returns: {registered (1/0), request id, id, token, failures, payload, ...}. `token` is
---          the fencing token that ack/fail/renew/progress/release must present: it comes
+--       replies". 7 result ttl ms of an expired task's record (0 = drop it now; absent:
+--       1 hour), 8 history maxlen (absent: 10000)
+-- Expiry: a popped task whose `exp` passed (docs/queue-controls.md, "Expiry") is not leased:
+--          it ends as `expired` (record kept in `done` for the result ttl, a history entry
+--          with status `expired`, the stats' `expired` counts) and the fetch takes the next
+--          one; so does a task an enqueue handed to this caller that it takes too late.
+-- Returns: {registered (1/0), request id, id, token, failures, payload, left, ...}. `token`
+--          is the fencing token that ack/fail/renew/progress/release must present: it comes
 --          from the queue's counter, so it is larger than every token handed out before
 --          for any task of the queue. `failures` is how many runs of this series failed
---          before (what `retries` counts). A task an enqueue handed to this caller and
---          that it did not take off the hand list yet is returned alone (it is leased
---          already).
+--          before (what `retries` counts). `left` is the ms until the task expires (-1:
+--          it does not), for a worker that holds it a while before it starts. A task an
+--          enqueue handed to this caller and that it did not take off the hand list yet is
+--          returned alone (it is leased already).
 local worker, thread, lease, limit = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local wait_ms, rid = tonumber(ARGV[5] or '0'), ARGV[6] or ''
 local now = now_ms()
+local ttl, maxlen = tonumber(ARGV[7] or '3600000'), ARGV[8] or '10000'
+local stats = {}  -- the expired ones' counts
+local EXPIRED_MAX = 1000
+-- ms until a task's expiry, -1 for none
+local function left_of(meta)
+  return type(meta.exp) == 'number' and meta.exp - now or -1
+end
+-- A task not started by its expiry: it ends as `expired`, like a finished record, without
+-- a run (it is not leased, or its unused lease is dropped).
+local function end_expired(id, meta, payload)
+  if meta.state == 'running' then
+    redis.call('ZREM', KEYS[5], id)
+    clear_run(meta)
+    meta.attempts = (meta.attempts or 1) > 1 and meta.attempts - 1 or nil
+    meta.started = nil
+  end
+  local name = string.match(payload, '^%[%s*"([%w_.]+)"')
+  if not name then
+    local ok, data = pcall(cjson.decode, payload)
+    name = ok and type(data) == 'table' and type(data.task) == 'string' and data.task or ''
+  end
+  redis.call('XADD', KEYS[16], 'MAXLEN', '~', maxlen, '*', 'id', id, 'task', name,
+    'status', 'expired', 'worker', '', 'thread', '', 'enqueued', meta.enqueued or 0,
+    'started', 0, 'ended', now, 'runtime_ms', 0, 'summary', '', 'comment', '')
+  stats.expired = (stats.expired or 0) + 1
+  meta.state, meta.ended = 'expired', now
+  if ttl > 0 then
+    save(KEYS[1], id, meta, payload)
+    redis.call('ZADD', KEYS[15], now + ttl, id)
+  else
+    redis.call('HDEL', KEYS[1], id)
+  end
+end
+local function counted(out)
+  if stats.expired then save_stats(stats, KEYS[17], KEYS[18], KEYS[19]) end
+  return out
+end
 -- the same request again (its reply was lost): what it took, as far as it still holds it
 if rid ~= '' then
   local kept = redis.call('GET', KEYS[14])
@@ -36,6 +80,7 @@ if rid ~= '' then
       if holds(meta, token, worker) and meta.thread == thread then
         local n = #out
         out[n + 1], out[n + 2], out[n + 3], out[n + 4] = id, token, meta.failures or 0, payload
+        out[n + 5] = left_of(meta)
       end
     end
     return out
@@ -59,36 +104,49 @@ if handed then
   local h = fields(handed, 6)
   if h[1] == worker and h[2] == thread then
     redis.call('LPOP', KEYS[13])
-    taken_by_request({h[5], h[3]})
-    return {0, rid, h[5], h[3], h[4], h[6]}
+    local meta = load(KEYS[1], h[5])
+    if not expired(meta, now) or not holds(meta, h[3], worker) then
+      taken_by_request({h[5], h[3]})
+      return {0, rid, h[5], h[3], h[4], h[6], meta and left_of(meta) or -1}
+    end
+    end_expired(h[5], meta, h[6])  -- taken too late: it goes on as a fetch
+    slot_freed(KEYS[9], KEYS[7], {high = KEYS[2], normal = KEYS[3], low = KEYS[4]})
   end
 end
-if redis.call('EXISTS', KEYS[6]) == 1 then return {0, rid} end
+if redis.call('EXISTS', KEYS[6]) == 1 then return counted({0, rid}) end
 local capped = false
 local cfg = redis.call('HMGET', KEYS[9], 'max_running', 'max_pending', 'when_full')
 local cap = cfg[1]
 if cap then
   local free = tonumber(cap) - redis.call('ZCARD', KEYS[5])
-  if free <= 0 then return {0, rid} end
+  if free <= 0 then return counted({0, rid}) end
   if free <= limit then limit, capped = free, true end
 end
 local taken = {}
 local left = redis.call('HMGET', KEYS[1], '#high', '#normal', '#low')  -- leftovers, _lib.lua
+local ended = 0  -- expired tasks met: at most EXPIRED_MAX a call (bounded work)
 for i, level in ipairs({'high', 'normal', 'low'}) do
-  while #taken < limit do
+  while #taken < limit and ended < EXPIRED_MAX do
     local entry = redis.call('LPOP', KEYS[i + 1])
     if not entry then break end
     -- a leftover (a deleted or moved task's old entry) is dropped with its mark
     local id, meta, payload = popped(KEYS[1], level, entry, 'queued', left[i] ~= false)
-    if id then taken[#taken + 1] = {id, meta, payload} end
+    if id and expired(meta, now) then
+      end_expired(id, meta, payload)
+      ended = ended + 1
+    elseif id then
+      taken[#taken + 1] = {id, meta, payload}
+    end
   end
 end
 -- the queue drained by #taken: fill it from its overflow buffer, free blocked producers
 if cfg[2] or redis.call('LLEN', KEYS[10]) > 0 then
   local q = {tasks = KEYS[1], ready = {high = KEYS[2], normal = KEYS[3], low = KEYS[4]},
              overflow = KEYS[10], room = KEYS[11], wake = KEYS[7]}
-  room_made(q, tonumber(cfg[2]), cfg[3], #taken, 1000)
+  room_made(q, tonumber(cfg[2]), cfg[3], #taken + ended, 1000)
 end
+-- stopped by the bound on expired tasks: another fetch (a woken executor) goes on
+if ended >= EXPIRED_MAX then wake(KEYS[7]) end
 if #taken == 0 then
   -- an idle executor: the queue's waiter, unless another one is (a live registration) or
   -- a handed task still waits for its executor to take it
@@ -97,10 +155,10 @@ if #taken == 0 then
     if not other or tonumber(fields(other, 4)[4]) <= now then
       redis.call('SET', KEYS[12], worker .. '\t' .. thread .. '\t' .. lease .. '\t' ..
         string.format('%d', now + wait_ms), 'PX', wait_ms + 1000)
-      return {1, rid}
+      return counted({1, rid})
     end
   end
-  return {0, rid}
+  return counted({0, rid})
 end
 local out, kept = {0, rid}, {}
 local first = redis.call('INCRBY', KEYS[8], #taken) - #taken
@@ -113,6 +171,7 @@ for i, t in ipairs(taken) do
   out[#out + 1] = meta.fence
   out[#out + 1] = meta.failures or 0
   out[#out + 1] = payload
+  out[#out + 1] = left_of(meta)
   kept[#kept + 1] = id
   kept[#kept + 1] = meta.fence
 end
@@ -124,4 +183,4 @@ if #taken == limit and not capped then
     if redis.call('LLEN', KEYS[i]) > 0 then wake(KEYS[7]); break end
   end
 end
-return out
+return counted(out)

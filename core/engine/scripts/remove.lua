@@ -32,7 +32,9 @@ if mode == 'ids' or mode == 'cancel' then
       elseif meta.state == 'overflow' then leave(KEYS[1], 'overflow', id, meta)
       elseif meta.state == 'delayed' then redis.call('ZREM', KEYS[5], id)
       elseif meta.state == 'error' then redis.call('ZREM', KEYS[6], id)
-      elseif meta.state == 'done' then redis.call('ZREM', KEYS[7], id) end
+      elseif meta.state == 'done' or meta.state == 'expired' then
+        redis.call('ZREM', KEYS[7], id)
+      end
       redis.call('HDEL', KEYS[1], id)
       deleted = deleted + 1
     end
