@@ -61,10 +61,14 @@ class EnqueueEntry(NamedTuple):
     first: bool = False
     cron_name: str = ""
     cron_tick_ms: int = 0
+    expires_ms: int = 0  # not given meaning on this branch: sent as 0
+    batch: str = ""  # the batch the task is a member of ('' = none; docs/batches.md)
 
 
-# An EnqueueEntry's fields as a plain tuple, in its order (enqueue_op reads either)
-EnqueueArgs = tuple[str, str, Priority | str, int, bool, str, int]
+# An EnqueueEntry's fields as a plain tuple, in its order (enqueue_op reads either); the
+# last two (expires_ms, batch) may be left out
+EnqueueArgs = tuple[Any, ...]
+BATCH_FLAG = "#batch"  # ack's last reply element when a batch member ended (no id has '#')
 
 
 class Reaped(NamedTuple):
@@ -155,17 +159,27 @@ class TaskMoves(Transport):
         return keys
 
     # -- enqueue -----------------------------------------------------------------------------
-    def enqueue_op(self, queue: str, entries: Sequence[EnqueueArgs]) -> Op:
+    def enqueue_op(
+        self, queue: str, entries: Sequence[EnqueueArgs], *, once: tuple[str, int] | None = None
+    ) -> Op:
         """One script call that enqueues ``entries`` (all of ``queue``) in order.
 
         The reply is ``[id, outcome, id, outcome, ...]``; see ``scripts/enqueue.lua``.
+        ``once=(call id, ttl ms)``: a once-guard (a batch callback): the entries are written
+        only if this call id was not enqueued in the queue within the TTL (else the reply
+        is ``[id, 'once']``).
         """
         keys = self._key_list("enqueue", queue)
         args: list[Any] = []
-        for tid, payload, prio, delay_ms, first, cron_name, cron_tick_ms in entries:
+        for e in entries:
+            tid, payload, prio, delay_ms, first, cron_name, cron_tick_ms = e[:7]
             level = prio.value if isinstance(prio, Priority) else prio
+            expires, batch = (e[7], e[8]) if len(e) > 8 else (0, "")
             args += [tid, payload, level, max(0, int(delay_ms)), int(first), cron_name,
-                     int(cron_tick_ms)]  # fmt: skip
+                     int(cron_tick_ms), int(expires), batch]  # fmt: skip
+        if once is not None:
+            keys = [*keys, self.keys.once(queue, once[0])]
+            args.append(int(once[1]))
         return ("enqueue", keys, args)
 
     # -- worker side -------------------------------------------------------------------------
@@ -231,6 +245,7 @@ class TaskMoves(Transport):
             k.stats5(queue, int(at // 300)),
             k.totals(queue),
             k.config(queue),
+            k.batch_out(queue),
         ]
 
     def ack_op(
@@ -254,7 +269,7 @@ class TaskMoves(Transport):
         its lease (reaped, handed on). A run acknowledged already (the same ack sent again)
         and a record that is gone are not refused."""
         name, keys, args = self.ack_op(queue, worker, items, **kw)
-        return [str(x) for x in self.call(name, keys, args)]
+        return [str(x) for x in self.call(name, keys, args) if x != BATCH_FLAG]
 
     def fail_op(
         self,
@@ -340,6 +355,7 @@ class TaskMoves(Transport):
             k.wake(queue),
             k.config(queue),
             k.hand(queue),
+            k.batch_out(queue),
         ]
         flat, nxt, now = self.call("reap", keys, [int(max_lost), int(limit)])
         items = [(str(flat[i]), str(flat[i + 1]), str(flat[i + 2])) for i in range(0, len(flat), 3)]
@@ -391,6 +407,7 @@ class TaskMoves(Transport):
             k.overflow(queue),
             k.room(queue),
             k.wake(queue),
+            k.batch_out(queue),
         ]
         if purge:
             if purge not in ("ready", "delayed", "errors"):
