@@ -113,10 +113,15 @@ def test_replayed_and_stale_ends_change_nothing(storage: Storage) -> None:
     assert storage.client.llen(storage.keys.batch_out("default")) == 0
     s = b.status()
     assert (s.done, s.failed, s.state) == (1, 0, "success")
-    # the callback's send replayed (its outbox entry back): the once-guard refuses it
+    # the callback ran and its record is gone (result TTL 0) ...
+    [cb] = storage.fetch("cb", W, "t9", 30_000, 10)
+    assert cb.id == callback_id(b.id, "complete")
+    storage.ack("cb", W, [Finished(cb.id, cb.token, "x", "")], result_ttl_ms=0)
+    assert storage.record("cb", cb.id) is None
+    # ... then its send is replayed (its outbox entry back): the once-guard refuses it
     storage.client.rpush(storage.keys.batch_send, f"cb\t{b.id}\tcomplete")
     relay(storage)
-    assert callbacks(storage) == [callback_id(b.id, "complete")]
+    assert callbacks(storage) == []
     assert entry
 
 
