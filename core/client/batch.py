@@ -15,7 +15,6 @@ import asyncio
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -24,36 +23,20 @@ from ztq.core.client.calls import TaskCall
 from ztq.core.client.current import app_or_default
 from ztq.core.client.enqueue import entry, faults, placed
 from ztq.core.client.handle import TaskHandle
+from ztq.core.engine.batching.store import BatchStatus
 from ztq.core.engine.storage import Storage
-from ztq.core.errors import ConfigError, InvalidOption, NotFound, QueueFull, ResultTimeout
+from ztq.core.errors import ConfigError, InvalidOption, QueueFull, ResultTimeout
 
 if TYPE_CHECKING:
     from ztq.core.client.app import App
 
 DEFAULT_BATCH_TTL = 7 * 24 * 3600.0  # seconds a finished batch is kept (``batch_ttl``)
 CHUNK = 500  # members per enqueue call, as a transaction's
-STATUS_CHUNK = 500  # members read per round trip by status() (for `running`)
+STATUS_CHUNK = 500  # members read per round trip (a chord's results)
 
 # Where the running task is, if any: (storage, queue, task id). The worker sets it
 # (ztq.worker.context) so that a batch opened inside a member task becomes its child.
 run_locator: Callable[[], tuple[Storage, str, str] | None] = lambda: None  # noqa: E731
-
-
-@dataclass(frozen=True)
-class BatchStatus:
-    """A batch as it stands: ``state`` is ``open`` (members to end), ``complete`` (every
-    member ended, some failed) or ``success`` (every member done)."""
-
-    id: str
-    description: str
-    total: int
-    pending: int  # not started, or waiting for a retry
-    running: int
-    done: int
-    failed: int
-    state: str
-    created: int  # ms
-    parent: str = ""
 
 
 class Batch:
@@ -235,31 +218,8 @@ def _parent_batch(storage: Storage) -> str:
 
 
 def batch_status(storage: Storage, batch_id: str) -> BatchStatus:
-    """Counters of the batch, and ``running``: its members not ended whose record says
-    running, read in chunks of the members (one round trip per 500 members and queue)."""
-    rec = storage.batch_record(batch_id)
-    if rec is None:
-        raise NotFound(f"no batch {batch_id!r} (never made, or expired after it finished)")
-    total, done, failed = int(rec["total"]), int(rec["done"]), int(rec["failed"])
-    running = 0
-    if done + failed < total:
-        offset = 0
-        while True:
-            page = storage.batch_page(batch_id, offset, STATUS_CHUNK)
-            if not page:
-                break
-            offset += len(page)
-            by_queue: dict[str, list[str]] = {}
-            for member, ended in page:
-                if not ended and not member.startswith("@"):
-                    queue, _, task_id = member.partition(":")
-                    by_queue.setdefault(queue, []).append(task_id)
-            for queue, ids in by_queue.items():
-                running += storage.task_states(queue, ids).count("running")
-    state = "success" if rec.get("success") else "complete" if rec.get("complete") else "open"
-    return BatchStatus(batch_id, rec.get("description", ""), total, total - done - failed - running,
-                       running, done, failed, state, int(rec.get("created", 0)),
-                       rec.get("parent", ""))  # fmt: skip
+    """See :meth:`Storage.batch_status` (:class:`NotFound` for an unknown batch)."""
+    return storage.batch_status(batch_id)
 
 
 # -- the relay --------------------------------------------------------------------------------

@@ -17,8 +17,10 @@ from redis.exceptions import ResponseError
 from ztq.core.engine.record import split_record
 from ztq.core.engine.scripts import SCRIPTS, Op
 from ztq.core.engine.transport import Transport
+from ztq.core.errors import NotFound
 
 RELAY_CHUNK = 100  # outbox entries one relay round reads at most
+STATUS_CHUNK = 500  # members read per round trip by batch_status (for `running`)
 WAIT_BLOCK = 8.0  # seconds a blocking read waits at most (below the socket timeout)
 
 
@@ -38,6 +40,23 @@ class OutboxEntry:
         parts = text.split("\t", 4)
         result = parts[4] if len(parts) > 4 else ""
         return cls(text, parts[0], f"{queue}:{parts[1]}", parts[2], parts[3], result)
+
+
+@dataclass(frozen=True)
+class BatchStatus:
+    """A batch as it stands: ``state`` is ``open`` (members to end), ``complete`` (every
+    member ended, some failed) or ``success`` (every member done)."""
+
+    id: str
+    description: str
+    total: int
+    pending: int  # not started, or waiting for a retry
+    running: int
+    done: int
+    failed: int
+    state: str
+    created: int  # ms
+    parent: str = ""
 
 
 class BatchStore(Transport):
@@ -163,6 +182,34 @@ class BatchStore(Transport):
         with self.guard():
             raw = self.client.hget(self.keys.tasks(queue), task_id)
         return str(split_record(_s(raw))[0].get("batch", "")) if raw else ""
+
+    def batch_status(self, batch_id: str) -> BatchStatus:
+        """Counters of the batch, and ``running``: its members not ended whose record says
+        running, read in chunks of the members (one round trip per 500 members and queue)."""
+        rec = self.batch_record(batch_id)
+        if rec is None:
+            raise NotFound(f"no batch {batch_id!r} (never made, or expired after it finished)")
+        total, done, failed = int(rec["total"]), int(rec["done"]), int(rec["failed"])
+        running = 0
+        if done + failed < total:
+            offset = 0
+            while True:
+                page = self.batch_page(batch_id, offset, STATUS_CHUNK)
+                if not page:
+                    break
+                offset += len(page)
+                by_queue: dict[str, list[str]] = {}
+                for member, ended in page:
+                    if not ended and not member.startswith("@"):
+                        queue, _, task_id = member.partition(":")
+                        by_queue.setdefault(queue, []).append(task_id)
+                for queue, ids in by_queue.items():
+                    running += self.task_states(queue, ids).count("running")
+        state = "success" if rec.get("success") else "complete" if rec.get("complete") else "open"
+        pending = total - done - failed - running
+        return BatchStatus(batch_id, rec.get("description", ""), total, pending, running, done,
+                           failed, state, int(rec.get("created", 0)),
+                           rec.get("parent", ""))  # fmt: skip
 
     def list_batches(self, offset: int = 0, limit: int = 50) -> list[tuple[str, int]]:
         """Batch ids, newest first, with when each was made (ms)."""
