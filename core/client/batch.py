@@ -24,6 +24,7 @@ from ztq.core.client.current import app_or_default
 from ztq.core.client.enqueue import entry, faults, placed
 from ztq.core.client.handle import TaskHandle
 from ztq.core.engine.batching.store import BatchStatus
+from ztq.core.engine.keys import shard_for
 from ztq.core.engine.storage import Storage
 from ztq.core.errors import ConfigError, InvalidOption, QueueFull, ResultTimeout
 
@@ -176,13 +177,29 @@ class Batch:
         """See :func:`batch_status`."""
         return batch_status(self.storage, self.id)
 
+    def callback(self, kind: str = "complete") -> TaskHandle:
+        """The handle of the batch's ``on_complete`` (``kind="complete"``) or ``on_success``
+        (``"success"``) task, once the relay sent it (its id is the batch's and the kind's:
+        :func:`callback_id`); ``get()`` waits for its result."""
+        call = {"complete": self.on_complete, "success": self.on_success}.get(kind)
+        if call is None:
+            raise InvalidOption(f"batch {self.id} has no on_{kind} callback")
+        cid = callback_id(self.id, kind)
+        shards = call.shards or self.app.registry.shards(call.queue)
+        return TaskHandle(cid, shard_for(call.queue, cid, shards), self.connection,
+                          "added", self.app)  # fmt: skip
+
     def wait(self, timeout: float | None = None, *, success: bool = False) -> BatchStatus:
         """Block until every member ended (``success=True``: until every member is done),
         then return the status; :class:`ResultTimeout` when ``timeout`` seconds pass first.
-        A blocking read on the event the completing script pushes: no polling."""
+        A blocking read on the event the completing script pushes: no polling. The
+        callbacks due are enqueued by then."""
         event = "success" if success else "complete"
         if not self.storage.wait_batch(self.id, event, timeout):
             raise ResultTimeout(f"batch {self.id} did not {event} within {timeout} s")
+        # the callbacks due are enqueued before this returns (once-guarded: whoever relays
+        # first sends them), so that callback(kind).get() finds them
+        send_callbacks(self.storage, self.app)
         return self.status()
 
 
