@@ -135,7 +135,11 @@ class Batch:
                 by_queue.setdefault(queue, []).append(pos)
                 members.append(f"{queue}:{task_id}")
             given = (("complete", self.on_complete), ("success", self.on_success))
-            callbacks = {kind: c.to_dict() for kind, c in given if c is not None}
+            # the shard count is fixed here: every relayer puts the callback (and its
+            # once-guard) in the same shard, whatever its own app declares
+            callbacks = {kind: {**c.to_dict(), "shards": c.shards or
+                                self.app.registry.shards(c.queue)}
+                         for kind, c in given if c is not None}  # fmt: skip
             create = storage.batch_create_op(
                 self.id, members, description=self.description, callbacks=json.dumps(callbacks),
                 on_complete=self.on_complete is not None, on_success=self.on_success is not None,
@@ -247,8 +251,10 @@ def relay(
     the callbacks (and children's ends) that became due. Safe to run anywhere, any number
     of times at once: each end is applied once (by fence), each callback sent once (by its
     once-key). Returns how many ends were applied or replayed."""
-    n = sum(storage.relay_queue(q) for q in queues)
-    send_callbacks(storage, app_or_default(app))
+    busy, sends = storage.outboxes_waiting(list(queues))
+    n = sum(storage.relay_queue(q) for q in busy)
+    if n or sends:
+        send_callbacks(storage, app_or_default(app))
     return n
 
 

@@ -119,21 +119,40 @@ class BatchStore(Transport):
     # -- the relay ---------------------------------------------------------------------------
     def relay_queue(self, queue: str) -> int:
         """Apply the ends waiting in ``queue``'s outbox to their batches, each then removed
-        (a crash in between only applies it again, which changes nothing). Returns how many."""
+        (a crash in between only applies it again, which changes nothing). Per chunk of up
+        to ``RELAY_CHUNK`` ends: 3 round trips (read, apply, remove). Returns how many."""
         key = self.keys.batch_out(queue)
         n = 0
         while True:
             with self.guard():
-                texts = self.client.lrange(key, 0, RELAY_CHUNK - 1)
-            for raw in texts:
-                text = raw.decode() if isinstance(raw, bytes) else raw
-                e = OutboxEntry.parse(queue, text)
-                self.batch_end(e.batch, e.member, e.outcome, e.fence, e.result)
+                raw = self.client.lrange(key, 0, RELAY_CHUNK - 1)
+            texts = [r.decode() if isinstance(r, bytes) else r for r in raw]
+            ends = [OutboxEntry.parse(queue, text) for text in texts]
+            self.execute([("batch", self.batch_keys(e.batch),
+                           ["end", e.batch, 0, e.member, e.outcome, e.fence, e.result, ""])
+                          for e in ends])  # fmt: skip
+            if texts:
                 with self.guard():
-                    self.client.lrem(key, 1, text)
-                n += 1
+                    pipe = self.client.pipeline(transaction=False)
+                    for text in texts:
+                        pipe.lrem(key, 1, text)
+                    pipe.execute()
+            n += len(texts)
             if len(texts) < RELAY_CHUNK:
                 return n
+
+    def outboxes_waiting(self, queues: Sequence[str]) -> tuple[list[str], bool]:
+        """Which of ``queues`` have ends waiting in their outbox, and whether the global
+        outbox holds anything: one round trip (a pipeline of ``LLEN``), so that a sweep of
+        many idle queues costs one call."""
+        k = self.keys
+        with self.guard():
+            pipe = self.client.pipeline(transaction=False)
+            for queue in queues:
+                pipe.llen(k.batch_out(queue))
+            pipe.llen(k.batch_send)
+            *lengths, sends = pipe.execute()
+        return [q for q, n in zip(queues, lengths, strict=True) if n], bool(sends)
 
     def batch_sends(self, limit: int = RELAY_CHUNK) -> list[str]:
         """The global outbox's first entries: callbacks to send, children's ends to apply."""
