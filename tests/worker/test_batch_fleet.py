@@ -1,11 +1,13 @@
 """A batch's members spread over two worker processes, one SIGKILLed mid-batch: the batch
-still completes and its on_complete runs exactly once (docs/batches.md)."""
+still completes and its on_complete runs exactly once; what a dead worker left unrelayed is
+relayed by another worker's sweep (docs/batches.md)."""
 
 from __future__ import annotations
 
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,6 +15,7 @@ import ztq.core as ztq
 from tests import sample_tasks as t
 from tests.worker.conftest import wait_for, worker_processes
 from ztq.core.client.batch import callback_id, relay
+from ztq.core.engine.storage import Finished
 
 
 @pytest.mark.slow
@@ -49,3 +52,23 @@ def _pids(marker: str) -> int:
     for path in Path(marker).parent.glob(Path(marker).name + "*"):
         pids |= set(path.read_text().split())
     return len(pids)
+
+
+def test_the_sweep_relays_what_a_killed_worker_left(start_worker: Any) -> None:
+    """A worker acked the last member and died before relaying: the entry waits in the
+    queue's outbox until any worker's tick relays it, and on_complete runs once."""
+    storage = ztq.get_storage()
+    key = "test:swept"
+    with ztq.batch(on_complete=t.count_in_redis.prepare((key,), queue="default")) as b:
+        t.add.delay(1, 2)
+    [lease] = storage.fetch("default", "dead-worker", "t0", 30_000, 1)
+    storage.ack("default", "dead-worker", [Finished(lease.id, lease.token, t.add.name, "3")])
+    assert storage.client.llen(storage.keys.batch_out("default")) == 1  # not relayed
+    assert b.status().state == "open"
+    start_worker({"default": 1})  # another worker: its tick sweeps the outboxes
+    assert storage.wait_batch(b.id, "complete", 20)
+    done = ztq.TaskHandle(callback_id(b.id, "complete"), "default")
+    wait_for(done.record, timeout=10)
+    assert done.get(timeout=10) == 1
+    relay(storage, ["default"])
+    assert storage.client.get(key) == "1"
