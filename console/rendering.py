@@ -30,6 +30,7 @@ NAV = (
     ("errors", "Errors"),
     ("running", "Running"),
     ("scheduled", "Scheduled"),
+    ("batches", "Batches"),
     ("history", "History"),
     ("events", "Worker log"),
     ("channels", "Channels"),

@@ -47,6 +47,10 @@ ROUTES = (
     ("audit", "/audit"),
     ("alerts", "/alerts"),
     ("channels", "/channels"),
+    # batches (docs/batches.md); the POST route before the one it would match
+    ("batches", "/batches"),
+    ("batch_redo", "/batches/redo"),
+    ("batch", "/batches/{id}"),
     # every Redis system the console watches (a page of another one is /s/<name>/...)
     ("systems", "/systems"),
     # who is signed in

@@ -26,6 +26,7 @@ from ztq.core.client.app import (
     task,
     use_transaction_manager,
 )
+from ztq.core.client.batch import Batch, BatchStatus, batch
 from ztq.core.client.calls import TaskCall, task_id_for
 from ztq.core.client.cron import CronTable
 from ztq.core.client.handle import TaskHandle, ping
@@ -70,6 +71,8 @@ from ztq.core.states import Priority, TaskState
 
 __all__ = [
     "App",
+    "Batch",
+    "BatchStatus",
     "BroadcastHandle",
     "BroadcastRun",
     "Channel",
@@ -110,6 +113,7 @@ __all__ = [
     "UnsupportedTask",
     "ZtqError",
     "add_cron",
+    "batch",
     "broadcast_handle",
     "channel",
     "configure_queue",

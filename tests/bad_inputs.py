@@ -66,7 +66,10 @@ def _form(does: str, says: str, status: int, why: str = "") -> Mistake:
 
 # the tasks the python rows call (tests/sample_tasks.py): add(a, b) on "default",
 # send(to, body="") on "mail", urgent(n) with priority high
-NAMESPACE_SOURCE = "import ztq.core as ztq\nfrom tests.sample_tasks import add, send, urgent\n"
+NAMESPACE_SOURCE = (
+    "import ztq.core as ztq\nfrom ztq.core.client.batch import batch_status\n"
+    "from tests.sample_tasks import add, send, urgent\n"
+)
 
 MISTAKES: tuple[Mistake, ...] = (
     # -- the Python API ---------------------------------------------------------------------
@@ -261,6 +264,23 @@ MISTAKES: tuple[Mistake, ...] = (
         "when_full must be 'raise', 'block' or 'buffer', not 'drop'",
         "InvalidOption",
     ),
+    _py(
+        'ztq.batch(on_complete="zip_and_mail")',
+        "on_complete must be a prepared task (fn.prepare(...))",
+        "InvalidOption",
+        "a batch's callbacks are prepared calls, with their own arguments and queue",
+    ),
+    _py("ztq.batch(ttl=0)", "ttl must be a number of seconds > 0", "InvalidOption"),
+    _py(
+        "with ztq.batch():\n    with ztq.batch():\n        pass",
+        "a batch inside a batch block: open the child batch inside a member task",
+        "ConfigError",
+    ),
+    _py(
+        'batch_status(ztq.get_storage(), "nope")',
+        "no batch 'nope' (never made, or expired after it finished)",
+        "NotFound",
+    ),
     # -- the ztq command and the environment ------------------------------------------------
     _cli(
         "ztq enqueue tests.sample_tasks.add --args [1,2] --expires 0",
@@ -322,6 +342,8 @@ MISTAKES: tuple[Mistake, ...] = (
         "Redis refused the URL (database 99 does not exist)",
     ),
     _cli("ztq enqueue tests.sample_tasks.add --args '[1,'", "--args/--kwargs must be JSON", 2),
+    _cli("ztq batch nope", "no batch 'nope'", 1, "unknown, or expired after it finished"),
+    _cli("ztq batch --redo", "name the batch: ztq batch ID --redo", 2),
     # -- worker ini files -------------------------------------------------------------------
     _ini(
         "[server]\nlease = soon",

@@ -211,3 +211,12 @@ def serial_write(path: str, n: int, seconds: float = 0.05) -> int:
     with open(path, "a") as fh:
         fh.write(f"end {time.time():.6f} {os.getpid()} {n}\n")
     return n
+
+
+@task(queue="cb")
+def count_in_redis(key: str, *results: Any) -> int:
+    """Increments ``key`` in the worker's Redis (a batch callback counted across processes);
+    returns the new count."""
+    from ztq.core import get_storage
+
+    return int(get_storage().client.incr(key))

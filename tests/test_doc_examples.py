@@ -176,3 +176,30 @@ def test_middleware_md_tracing_example_runs() -> None:
     namespace: dict[str, object] = {"__name__": "docs_otel_example"}
     exec(compile(code, "docs/middleware.md", "exec"), namespace)  # noqa: S102 - our own doc
     assert isinstance(namespace["app"].middleware.middleware[-1], OpenTelemetry)  # type: ignore[attr-defined]
+
+
+def test_batches_md_example_runs_against_a_worker(redis_url: str, monkeypatch) -> None:
+    """docs/batches.md: the first block defines the tasks, a worker serves them, the second
+    makes batches and checks their callbacks' results."""
+    import threading
+
+    from tests.worker.conftest import FAST
+    from ztq.worker.config import ThreadSpec, WorkerConfig
+    from ztq.worker.worker import Worker
+
+    monkeypatch.setenv("ZTQ_REDIS_URL", redis_url)
+    tasks, client = [b for b in code_blocks("batches.md") if b.startswith(("from", "import"))]
+    namespace: dict[str, object] = {"__name__": "docs_batches_example"}
+    exec(compile(tasks, "docs/batches.md", "exec"), namespace)  # noqa: S102 - our own doc
+    app = namespace["app"]
+    cfg = WorkerConfig(redis_url=redis_url, name="docs-batches",
+                       threads=(ThreadSpec("d", ("default",)),), **FAST)  # fmt: skip
+    worker = Worker(cfg, app=app)  # type: ignore[arg-type]
+    th = threading.Thread(target=worker.run, daemon=True)
+    th.start()
+    try:
+        exec(compile(client, "docs/batches.md", "exec"), namespace)  # noqa: S102
+    finally:
+        worker.request_stop()
+        th.join(15)
+        app.disconnect_all()  # type: ignore[attr-defined]

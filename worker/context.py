@@ -15,6 +15,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ztq.core.client import batch as _batch
 from ztq.core.client.calls import TaskCall
 from ztq.core.client.current import app_or_default
 from ztq.core.engine.fault_kinds import describe, kind
@@ -50,6 +51,14 @@ _current: contextvars.ContextVar[RunContext | None] = contextvars.ContextVar(
 def current_run() -> RunContext | None:
     """The task this thread is running, or None outside a worker."""
     return _current.get()
+
+
+def _where_running() -> tuple[Storage, str, str] | None:
+    ctx = _current.get()
+    return None if ctx is None else (ctx.storage, ctx.queue, ctx.task_id)
+
+
+_batch.run_locator = _where_running  # a batch opened in a member task is a child batch
 
 
 def set_current(ctx: RunContext | None) -> contextvars.Token[RunContext | None]:

@@ -42,6 +42,7 @@ from ztq.worker.config import ThreadSpec, WorkerConfig
 from ztq.worker.control import Control
 from ztq.worker.execute import import_modules, wrong_pool
 from ztq.worker.executors.async_pool import AsyncExecutor
+from ztq.worker.executors.batches import relay_ends
 from ztq.worker.executors.threads import BaseExecutor, Executor
 from ztq.worker.executors.timeouts import TimeoutWatch
 from ztq.worker.health import Health, HealthServer, SysInfo, parse_address
@@ -261,6 +262,7 @@ class Worker(Control):
         for queue in known:
             self.reap(queue)
             self.storage.promote(queue)
+        relay_ends(self.storage, self.app, known)  # what killed workers left (docs/batches.md)
         if self.cron is not None and self.cron.entries and self.cron.due_now(now):
             _, self.next_cron = self.cron.fire(now, skip=disabled_cron(self.storage))
             self.publish_cron()
@@ -273,6 +275,8 @@ class Worker(Control):
             log.warning("lease of task %s (worker %s) expired: %s", task_id, worker, outcome)
             with best_effort():  # a full Redis reaps (it frees first) but refuses the event
                 log_event(self.storage, "lost", worker, message)
+        if any(outcome == "error" for _, _, outcome in reaped.items):  # a member may have ended
+            relay_ends(self.storage, self.app, [queue])
         return reaped
 
     def renew_leases(self) -> None:

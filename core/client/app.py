@@ -25,6 +25,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from ztq.core.client import current
+from ztq.core.client.batch import Batch
 from ztq.core.client.calls import TaskCall
 from ztq.core.client.cron import DEFAULT_GRACE, CronEntry, CronSchedule
 from ztq.core.client.enqueue import send as _send
@@ -309,6 +310,10 @@ class App:
         ``TaskCall.enqueue()`` asks of the call's app (the calls module sits below the send
         path, so the app, which owns both, does the sending)."""
         return _send(call)
+
+    def batch(self, **options: Any) -> Batch:
+        """A batch of this app's tasks: :func:`ztq.core.batch`'s options (docs/batches.md)."""
+        return Batch(self, **options)
 
     def use_transaction_manager(self, enabled: bool = True) -> None:
         """Make this app's enqueues join the ``transaction`` package's current transaction

@@ -9,6 +9,7 @@ imports it.
 from __future__ import annotations
 
 import contextvars
+import hashlib
 import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,23 @@ Flush = Callable[[Sequence[tuple["TaskCall", str]]], "list[TaskHandle]"]
 block_buffer: contextvars.ContextVar[Buffer | None] = contextvars.ContextVar(
     "ztq_buffer", default=None
 )
+
+
+class BatchBuffer(list[tuple["TaskCall", str]]):
+    """The buffer of an open ``with batch():`` block (``ztq.core.client.batch``): its tasks
+    are the batch's members. A member's default id includes the batch id, so an identical
+    task outside the batch, or in another batch, is another task; identical tasks within
+    the batch are one member (docs/batches.md)."""
+
+    def __init__(self, batch_id: str) -> None:
+        super().__init__()
+        self.batch_id = batch_id
+
+    def member_id(self, call: TaskCall, task_id: str) -> str:
+        if call.id is not None or not call.unique:
+            return task_id
+        text = f"{self.batch_id}:{task_id}".encode("ascii")
+        return hashlib.md5(text, usedforsecurity=False).hexdigest()
 
 
 def current_buffer(app: App, flush: Flush, join: bool | None = None) -> Buffer | None:

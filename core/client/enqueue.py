@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from redis.exceptions import RedisError
 
 from ztq.core.client.aio import AsyncStorage, astorage
-from ztq.core.client.buffer import current_buffer
+from ztq.core.client.buffer import BatchBuffer, current_buffer
 from ztq.core.client.calls import TaskCall
 from ztq.core.client.coalesce import acoalescer, coalescer
 from ztq.core.client.current import app_or_default
@@ -32,12 +32,19 @@ CHUNK = 500  # tasks per script call in a batch: Redis stays responsive (a few m
 COALESCE = True  # concurrent one-by-one enqueues share round trips (client/coalesce.py)
 
 
-def entry(call: TaskCall, task_id: str, cron: tuple[str, int] | None = None) -> EnqueueArgs:
+def entry(
+    call: TaskCall, task_id: str, cron: tuple[str, int] | None = None, batch: str = ""
+) -> EnqueueArgs:
     """What ``Storage.enqueue_op`` needs of a call: a plain tuple in ``EnqueueEntry``'s
-    order (a transaction makes one per task; a named tuple cost more)."""
+    order (a transaction makes one per task; a named tuple cost more); ``batch``: the
+    batch the task is a member of."""
     name, tick = cron or ("", 0)
+    expires = call.expires_ms()
+    if batch:
+        return (task_id, call.payload(), call.priority, call.delay_ms(), call.first, name, tick,
+                expires, batch)  # fmt: skip
     return (task_id, call.payload(), call.priority, call.delay_ms(), call.first, name, tick,
-            call.expires_ms())  # fmt: skip
+            expires)  # fmt: skip
 
 
 def placed(app: App, call: TaskCall, task_id: str, storage: Storage) -> str:
@@ -61,6 +68,8 @@ def send(
     buffer = current_buffer(app, send_many, join)
     task_id = call.resolve_id()
     if buffer is not None and cron is None:
+        if type(buffer) is BatchBuffer:
+            task_id = buffer.member_id(call, task_id)
         buffer.append((call, task_id))
         queue = shard_for(call.queue, task_id, call.shards or app.registry.shards(call.queue))
         return TaskHandle(task_id, queue, call.connection, "buffered", app)
@@ -237,7 +246,13 @@ async def asend(call: TaskCall) -> TaskHandle[Any]:
     """Enqueue one call from a coroutine: the blocking ``send``'s twin (one round trip)."""
     app = app_or_default(call.app)
     call = app.middleware.before_enqueue(app, call)
-    if current_buffer(app, send_many) is not None:
+    buffer = current_buffer(app, send_many)
+    if type(buffer) is BatchBuffer:  # `async with batch()`: a member, written at its exit
+        task_id = buffer.member_id(call, call.resolve_id())
+        buffer.append((call, task_id))
+        queue = shard_for(call.queue, task_id, call.shards or app.registry.shards(call.queue))
+        return TaskHandle(task_id, queue, call.connection, "buffered", app)
+    if buffer is not None:
         raise ConfigError(
             "adelay/aenqueue inside a transaction: the block writes its tasks when it exits, "
             "blocking; use delay() there, or enqueue outside the block"

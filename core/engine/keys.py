@@ -213,6 +213,61 @@ class Keys:
         them (capped); it expires after the follow window (Redis TTL)."""
         return self._q(queue, f"redo:{batch}")
 
+    # -- batches (docs/batches.md): a member's end goes to its queue's outbox first --------
+    def batch_out(self, queue: str) -> str:
+        """List: the ends of batch members in this queue not applied to their batch yet
+        (``batch TAB member TAB outcome TAB fence [TAB result]``), written by the script
+        that ended each (ack, fail, reap, remove) and emptied by the relay."""
+        return self._q(queue, "batch_out")
+
+    def once(self, queue: str, call_id: str) -> str:
+        """String: a batch callback ``call_id`` was enqueued in this queue (``SET NX``, kept
+        for the batch TTL): a replayed send is refused even after the callback ran."""
+        return self._q(queue, f"once:{call_id}")
+
+    def batch(self, batch_id: str) -> str:
+        """Hash: one batch's record (description, created, total, done, failed, parent,
+        callbacks, flags)."""
+        return f"{self.prefix}:{{ztq}}:batch:{batch_id}"
+
+    def batch_members(self, batch_id: str) -> str:
+        """Hash: member (``queue:id``, or ``@<child batch>``) -> its last applied outcome
+        and fence (``outcome TAB fence``; empty while it has not ended)."""
+        return f"{self.prefix}:{{ztq}}:batch:{batch_id}:m"
+
+    def batch_order(self, batch_id: str) -> str:
+        """List: the members in enqueue order (pages of members, results of a chord)."""
+        return f"{self.prefix}:{{ztq}}:batch:{batch_id}:o"
+
+    def batch_results(self, batch_id: str) -> str:
+        """Hash: member -> its result JSON (``pass_results`` batches only)."""
+        return f"{self.prefix}:{{ztq}}:batch:{batch_id}:r"
+
+    def batch_complete(self, batch_id: str) -> str:
+        """List: holds ``complete`` once every member ended: what ``wait()`` blocks on."""
+        return f"{self.prefix}:{{ztq}}:batch:{batch_id}:complete"
+
+    def batch_success(self, batch_id: str) -> str:
+        """List: holds ``success`` once every member is done (``wait(success=True)``)."""
+        return f"{self.prefix}:{{ztq}}:batch:{batch_id}:success"
+
+    @property
+    def batches(self) -> str:
+        """Zset: batch id -> created (ms): the listing of batches."""
+        return f"{self.prefix}:{{ztq}}:batches"
+
+    @property
+    def batches_expiry(self) -> str:
+        """Zset: finished batch id -> when its keys expire (ms): trims ``batches``."""
+        return f"{self.prefix}:{{ztq}}:batches:expiry"
+
+    @property
+    def batch_send(self) -> str:
+        """List: what the relay still has to do in the global slot: a callback to enqueue
+        (``cb TAB batch TAB kind``) or a child batch's end to apply to its parent
+        (``up TAB parent TAB member TAB outcome TAB fence``)."""
+        return f"{self.prefix}:{{ztq}}:batches:send"
+
     # -- console logins ----------------------------------------------------------------------
     def login_user(self, digest: str) -> str:
         """Failed sign-ins of one user name (``digest``: see :func:`login_digest`)."""

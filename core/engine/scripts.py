@@ -49,6 +49,7 @@ NAMES = (
     "trash",
     "restore",
     "redo",
+    "batch",
 )
 
 Op = tuple[str, Sequence[str], Sequence[Any]]  # (script name, keys, args)

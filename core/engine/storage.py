@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ztq.core.engine.batching.store import BatchStore
 from ztq.core.engine.blocking import (
     MAX_BLOCK,
     BlockingWaits,
@@ -59,7 +60,7 @@ __all__ = [
 ]
 
 
-class Storage(TaskMoves, BlockingWaits, QueueAdmin, Reads, Transport):
+class Storage(TaskMoves, BatchStore, BlockingWaits, QueueAdmin, Reads, Transport):
     """One Redis and a key prefix: the one door to Redis for the client, the worker, the
     console and the CLI. No other object talks to Redis; the mixins only split its methods
     by responsibility (see the module docstring), and all of them share the state that

@@ -70,14 +70,13 @@ class EnqueueEntry(NamedTuple):
     cron_name: str = ""
     cron_tick_ms: int = 0
     expires_ms: int = 0  # ms from the enqueue after which it never starts (0: never)
+    batch: str = ""  # the batch the task is a member of ('' = none; docs/batches.md)
 
 
-# An EnqueueEntry's fields as a plain tuple, in its order (enqueue_op reads either, and a
-# tuple without the last field: no expiry)
-EnqueueArgs = (
-    tuple[str, str, Priority | str, int, bool, str, int, int]
-    | tuple[str, str, Priority | str, int, bool, str, int]
-)
+# An EnqueueEntry's fields as a plain tuple, in its order (enqueue_op reads either); the
+# last two (expires_ms, batch) may be left out
+EnqueueArgs = tuple[Any, ...]
+BATCH_FLAG = "#batch"  # ack's last reply element when a batch member ended (no id has '#')
 
 
 class Reaped(NamedTuple):
@@ -168,19 +167,28 @@ class TaskMoves(Transport):
         return keys
 
     # -- enqueue -----------------------------------------------------------------------------
-    def enqueue_op(self, queue: str, entries: Sequence[EnqueueArgs]) -> Op:
+    def enqueue_op(
+        self, queue: str, entries: Sequence[EnqueueArgs], *, once: tuple[str, int] | None = None
+    ) -> Op:
         """One script call that enqueues ``entries`` (all of ``queue``) in order.
 
         The reply is ``[id, outcome, id, outcome, ...]``; see ``scripts/enqueue.lua``.
+        ``once=(call id, ttl ms)``: a once-guard (a batch callback): the entries are written
+        only if this call id was not enqueued in the queue within the TTL (else the reply
+        is ``[id, 'once']``).
         """
         keys = self._key_list("enqueue", queue)
         args: list[Any] = []
         for e in entries:
-            prio = e[2]
+            tid, payload, prio, delay_ms, first, cron_name, cron_tick_ms = e[:7]
             level = prio.value if isinstance(prio, Priority) else prio
-            expires_ms = e[7] if len(e) > 7 else 0  # type: ignore[misc]
-            args += [e[0], e[1], level, max(0, int(e[3])), int(e[4]), e[5], int(e[6]),
-                     max(0, int(expires_ms))]  # fmt: skip
+            expires = e[7] if len(e) > 7 else 0
+            batch = e[8] if len(e) > 8 else ""
+            args += [tid, payload, level, max(0, int(delay_ms)), int(first), cron_name,
+                     int(cron_tick_ms), max(0, int(expires)), batch]  # fmt: skip
+        if once is not None:
+            keys = [*keys, self.keys.once(queue, once[0])]
+            args.append(int(once[1]))
         return ("enqueue", keys, args)
 
     # -- worker side -------------------------------------------------------------------------
@@ -215,7 +223,7 @@ class TaskMoves(Transport):
             self._fetch_keys[executor] = keys
         k, at = self.keys, time.time()
         keys = [*keys, k.done(queue), k.history(queue), k.stats(queue, int(at // 60)),
-                k.stats5(queue, int(at // 300)), k.totals(queue)]  # fmt: skip
+                k.stats5(queue, int(at // 300)), k.totals(queue), k.batch_out(queue)]  # fmt: skip
         args = [worker, thread, int(lease_ms), int(limit), int(wait_ms), rid,
                 int(result_ttl_ms), int(history_maxlen)]  # fmt: skip
         return ("fetch", keys, args)
@@ -263,6 +271,7 @@ class TaskMoves(Transport):
             k.stats5(queue, int(at // 300)),
             k.totals(queue),
             k.config(queue),
+            k.batch_out(queue),
         ]
 
     def ack_op(
@@ -286,7 +295,7 @@ class TaskMoves(Transport):
         its lease (reaped, handed on). A run acknowledged already (the same ack sent again)
         and a record that is gone are not refused."""
         name, keys, args = self.ack_op(queue, worker, items, **kw)
-        return [str(x) for x in self.call(name, keys, args)]
+        return [str(x) for x in self.call(name, keys, args) if x != BATCH_FLAG]
 
     def fail_op(
         self,
@@ -372,6 +381,7 @@ class TaskMoves(Transport):
             k.wake(queue),
             k.config(queue),
             k.hand(queue),
+            k.batch_out(queue),
         ]
         flat, nxt, now = self.call("reap", keys, [int(max_lost), int(limit)])
         items = [(str(flat[i]), str(flat[i + 1]), str(flat[i + 2])) for i in range(0, len(flat), 3)]
@@ -423,6 +433,7 @@ class TaskMoves(Transport):
             k.overflow(queue),
             k.room(queue),
             k.wake(queue),
+            k.batch_out(queue),
         ]
         if purge:
             if purge not in ("ready", "delayed", "errors"):

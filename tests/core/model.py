@@ -69,6 +69,14 @@ class Model:
     history: int = 0  # entries in the history stream
     # what the step just (re)timed, for the test to read back from Redis: (zset, id)
     stamped: list[tuple[str, str]] = field(default_factory=list)
+    # batch members (docs/batches.md): their ends, in the order the queue's outbox holds
+    # them, (id, 'done' or 'failed', fence) until relayed (tests/core/batch_model.py)
+    members: frozenset[str] = frozenset()
+    ends: list[tuple[str, str, int]] = field(default_factory=list)
+
+    def _ended(self, task_id: str, outcome: str, fence: int | None) -> None:
+        if task_id in self.members:
+            self.ends.append((task_id, outcome, fence or 0))
 
     # -- helpers -------------------------------------------------------------------------------
     def state(self, task_id: str) -> str:
@@ -299,8 +307,10 @@ class Model:
 
     def end_expired(self, task_id: str) -> None:
         """A task not started by its expiry: `expired`, kept like a done record (no result),
-        one history entry, counted; a handed lease it never used is dropped."""
+        one history entry, counted; a handed lease it never used is dropped; a batch member's
+        end goes to the outbox, failed."""
         rec = self.recs[task_id]
+        self._ended(task_id, "failed", rec.fence)  # a batch member: it ended, never to run
         if rec.state == "running":
             self._end_run(rec)
             rec.attempts = max(0, rec.attempts - 1)
@@ -336,6 +346,8 @@ class Model:
         rerun = self._end_run(rec)
         self.done_count += 1
         self.history += 1
+        if not rerun:
+            self._ended(lease.id, "done", lease.token)
         if rerun:
             self._new_series(rec)
             self._to_ready(lease.id, rec, head=False)
@@ -361,6 +373,8 @@ class Model:
         else:
             rec.failures += 1
             rec.state, outcome = ("delayed", "retry") if retry != "none" else ("error", "error")
+            if outcome == "error":
+                self._ended(lease.id, "failed", lease.token)
             self.stamped.append(("delayed" if retry != "none" else "errors", lease.id))
         rec.settled = (lease.token, outcome)
         return outcome
@@ -407,6 +421,7 @@ class Model:
             self._end_run(rec)
             if rec.lost >= max_lost:
                 rec.state = "error"
+                self._ended(task_id, "failed", rec.fence)
                 self.stamped.append(("errors", task_id))
                 out.append((task_id, worker, "error"))
             else:
@@ -488,6 +503,8 @@ class Model:
                 continue
             unready += rec.state == "queued"
             self._unready(task_id)
+            if rec.state != "done":
+                self._ended(task_id, "failed", rec.fence)
             del self.recs[task_id]
             deleted += 1
         if unready:
@@ -513,6 +530,7 @@ class Model:
             taken = self.errors_oldest(limit)
             popped = len(taken)
         for task_id in taken:
+            self._ended(task_id, "failed", self.recs[task_id].fence)
             del self.recs[task_id]
         if unready:
             self.room_made()

@@ -29,6 +29,8 @@ PLACEHOLDERS = {
     "token_id": "<id>",
     "broadcast_id": "<id>",
     "batch": "<id>",
+    "batch_id": "<id>",
+    "call_id": "<id>",
     "channel": "<channel>",
 }
 
@@ -137,6 +139,19 @@ def test_every_key_exists_with_the_documented_type(redis_url: str) -> None:
     from ztq.core.engine.connection import server_identity
 
     server_identity(storage, "scenario")  # the data-set marker a worker sets (issue 28)
+    from ztq.core.client.batch import relay
+
+    with ztq.batch(on_complete=t.noop.prepare(), pass_results=True):  # a finished batch
+        t.add.enqueue((1, 1), queue="batched")
+    with ztq.batch():  # an open one, its member's end still in the queue's outbox
+        t.add.enqueue((2, 2), queue="batched")
+    [lease] = storage.fetch("batched", "w", "t", 60_000, 1)
+    storage.ack("batched", "w", [Finished(lease.id, lease.token, "x", "2")])
+    relay(storage, ["batched"])  # applied: results, events, the callback and its once-key
+    [lease] = storage.fetch("batched", "w", "t", 60_000, 1)
+    storage.ack("batched", "w", [Finished(lease.id, lease.token, "x", "4")])  # not relayed
+    # an empty batch with a callback, written bare: its send waits in the global outbox
+    storage.call(*storage.batch_create_op("empty", [], on_complete=True, ttl_ms=60_000))
     found = [str(k) for k in storage.client.scan_iter(match="ztq:*", count=1000)]
     types = dict(zip(found, (storage.client.type(k) for k in found), strict=True))
     unmatched = set(found)

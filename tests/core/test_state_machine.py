@@ -42,6 +42,12 @@ docs/design.md:
    fetch that pops it, or takes it handed too late, ends it as ``expired`` (kept in the
    done set, one history entry, counted) and goes on; an enqueue of an expired id runs
    afresh, a redo clears the expiry.
+13. batches (docs/batches.md): some ids are members of one of two batches; every end of a
+   member (ack, failure into the errors, reap to a poison pill, delete or purge of one not
+   done) is in the queue's outbox in order, as the model lists it; the relay (a rule, with
+   replays of entries applied before) gives each batch the model's counters and members'
+   last ends by fence (failed, then done after a redo), and pushes each batch's
+   ``on_complete`` and ``on_success`` exactly once, when the model says.
 
 ``ZTQ_MODEL_EXAMPLES`` scales the number of runs (CI uses the default);
 ``ZTQ_MODEL_SHRINK=0`` reports the first failing run unshrunk (quick when checking that a
@@ -70,12 +76,16 @@ from hypothesis.stateful import (
 )
 
 import ztq.core as ztq
+from tests.core.batch_model import BatchModel
 from tests.core.model import LEVELS, LISTS, Lease, Model
 from ztq.core.engine.storage import EnqueueEntry, Finished, Storage
 from ztq.core.monitor import queues as monitor
 
 Q = "mq"
 IDS = ("t0", "t1", "t2", "t3", "t4")
+# two batches (docs/batches.md): their members are always enqueued as members
+BATCHES = {"ma": ("t0",), "mb": ("t1", "t2")}
+BATCH_OF = {i: b for b, ids in BATCHES.items() for i in ids}
 THREADS = (("w1", "A"), ("w1", "B"), ("w2", "A"))  # two threads share a worker id
 HOUR = 3_600_000
 EXAMPLES = int(os.environ.get("ZTQ_MODEL_EXAMPLES", "150"))
@@ -95,7 +105,11 @@ class QueueMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.flush()
-        self.model = Model()
+        self.model = Model(members=frozenset(BATCH_OF))
+        self.batches = {b: BatchModel(ids) for b, ids in BATCHES.items()}
+        self.relayed: list[str] = []  # outbox entries the relay applied (to replay)
+        # callbacks pushed to the global outbox, per batch and kind
+        self.fired = {(b, k): 0 for b in BATCHES for k in ("complete", "success")}
         self.leases: dict[tuple[str, str], list[Lease]] = {t: [] for t in THREADS}
         STATS[f"{self.backend}:examples"] = STATS.get(f"{self.backend}:examples", 0) + 1
 
@@ -195,6 +209,10 @@ class QueueMachine(RuleBasedStateMachine):
         if pending is not None:
             self.model.configure(max_pending=pending, when_full=when_full)
             self.storage.configure(Q, max_pending=pending, when_full=when_full)
+        for b, ids in BATCHES.items():
+            create = self.storage.batch_create_op(b, [f"{Q}:{i}" for i in ids], on_complete=True,
+                                                  on_success=True, ttl_ms=HOUR)  # fmt: skip
+            assert self.storage.call(*create) == ["created", len(ids)]
         self.enqueue(entries)
 
     @rule(entries=enqueue_entries)
@@ -206,8 +224,9 @@ class QueueMachine(RuleBasedStateMachine):
             delay_ms = {"now": 0, "soon": 1, "later": HOUR}[delay]
             moves.append((task_id, prio, delay_ms > 0, first, cron, expires))
             name, tick = cron or ("", 0)
+            member = BATCH_OF.get(task_id, "")
             batch.append(EnqueueEntry(task_id, payload(task_id), prio, delay_ms, first, name, tick,
-                                      2 * HOUR if expires else 0))  # fmt: skip
+                                      2 * HOUR if expires else 0, member))  # fmt: skip
         # every other batch goes as concurrent delay() calls send it when they are coalesced
         # (core/client/coalesce.py): one script call per task, in one round trip
         self.coalesced = coalesced = len(batch) > 1 and not getattr(self, "coalesced", True)
@@ -730,6 +749,48 @@ class QueueMachine(RuleBasedStateMachine):
             "waiter": tuple(r[15].split("\t")[:2]) if r[15] else None,
             "hand": [tuple(e.split("\t", 5)) for e in r[16]],
         }
+
+    @precondition(lambda self: self.model.ends)  # spends no steps when there is nothing
+    @rule(replay=st.booleans(), data=st.data())
+    def relay_batch_ends(self, replay: bool, data: st.DataObject) -> None:
+        """The relay (docs/batches.md): every end in the queue's outbox applied to the batch
+        by fence, then removed; ``replay``: an entry applied before is pushed again first (a
+        relay that crashed between apply and remove), which must change nothing."""
+        k = self.storage.keys
+        if replay and self.relayed:
+            self.storage.client.rpush(k.batch_out(Q), data.draw(st.sampled_from(self.relayed)))
+        self.relayed += [str(e) for e in self.storage.client.lrange(k.batch_out(Q), 0, -1)]
+        self.storage.relay_queue(Q)
+        for b, batch in self.batches.items():
+            batch.relay([e for e in self.model.ends if BATCH_OF[e[0]] == b])
+        self.model.ends = []
+        for entry in self.storage.batch_sends():
+            cb, b, what = entry.split("\t")
+            assert cb == "cb" and b in BATCHES, entry
+            self.fired[(b, what)] += 1
+            self.storage.batch_sent(entry)
+        ended = [k for b in self.batches.values() for k, e in
+                 (("complete", b.complete), ("success", b.success)) if e]  # fmt: skip
+        self.step("relay:replayed" if replay else "relay", *(f"relay:{k}" for k in ended))
+
+    @invariant()
+    def batch_matches(self) -> None:
+        """The outbox holds the model's ends in order; the batch's counters and members are
+        the model's; each callback was pushed once, when the model says."""
+        k = self.storage.keys
+        outbox = [str(e).split("\t") for e in self.storage.client.lrange(k.batch_out(Q), 0, -1)]
+        assert [(m, o, int(f)) for _, m, o, f, *_ in outbox] == self.model.ends
+        assert all(b == BATCH_OF[m] for b, m, *_ in outbox)
+        for b, batch in self.batches.items():
+            rec = self.storage.batch_record(b)
+            assert rec is not None
+            assert (int(rec["done"]), int(rec["failed"])) == (batch.done, batch.failed)
+            assert ("complete" in rec, "success" in rec) == (batch.complete, batch.success)
+            stored = self.storage.client.hgetall(k.batch_members(b))
+            want = {f"{Q}:{i}": f"{o}\t{f}" for i, (o, f) in batch.applied.items()}
+            assert {m: v for m, v in stored.items() if v} == want
+            assert self.fired[(b, "complete")] == int(batch.complete)
+            assert self.fired[(b, "success")] == int(batch.success)
 
     @invariant()
     def stored_state_matches(self) -> None:

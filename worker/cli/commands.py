@@ -239,13 +239,19 @@ def build_parser() -> argparse.ArgumentParser:
     tl.add_argument("--json", action="store_true", help="one JSON list")
     tr = tks.add_parser("revoke", help="end a token now")
     tr.add_argument("id", help="the token's id (the 12 hex digits after ztq_)")
+    bt = sub.add_parser("batch", help="batches (newest first), or one batch with its members")
+    bt.add_argument("id", nargs="?", help="a batch id: that batch and a page of its members")
+    bt.add_argument("--redo", action="store_true", help="put the batch's failed members back")
+    bt.add_argument("--offset", type=int, default=0, help="first batch or member shown")
+    bt.add_argument("--limit", type=int, default=50, help="how many are shown (default 50)")
+    bt.add_argument("--json", action="store_true", help="the console's /api dicts")
     sy = sub.add_parser("systems", help="every system of ztq.systems, with its health")
     sy.add_argument("-c", "--config", help="app.ini (or a worker file) with ztq.systems")
     sy.add_argument("--json", action="store_true", help="one object per system")
-    for p in (w, info, wk, qu, er, tq, e, r, d, pg, ck, al, tc, tl, tr):
+    for p in (w, info, wk, qu, er, tq, e, r, d, pg, ck, al, tc, tl, tr, bt):
         p.add_argument("--system", default=argparse.SUPPRESS, help="the system of ztq.systems "
                        "to work on (or ZTQ_SYSTEM; not with --redis/--prefix)")  # fmt: skip
-    for p in (info, wk, qu, er, tq, e, r, d, pg, ck, al, tc, tl, tr):
+    for p in (info, wk, qu, er, tq, e, r, d, pg, ck, al, tc, tl, tr, bt):
         p.add_argument("-c", "--config", help="ini file (worker.ini or app.ini) for Redis")
         p.add_argument("--redis", help="Redis URL (overrides ZTQ_REDIS_URL and the file)")
         p.add_argument("--prefix", help="Redis key prefix (overrides ZTQ_PREFIX and the file)")
@@ -417,6 +423,14 @@ def cmd_alerts(args: argparse.Namespace) -> int:
     return run(args, _connect)
 
 
+def cmd_batch(args: argparse.Namespace) -> int:
+    """``ztq batch`` (ztq.worker.cli.batches, imported when used, as ops is)."""
+    from ztq.worker.cli import batches, ops
+
+    system = getattr(args, "system_name", "")
+    return batches.cmd_batch(args, _connect, ops._who(), system)
+
+
 def _ops(name: str) -> Callable[[argparse.Namespace], int]:
     """A command of :mod:`ztq.worker.cli.ops` (imported when used: rich is not needed to work)."""
 
@@ -445,6 +459,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "purge": _ops("cmd_purge"),
     "check": _ops("cmd_check"),
     "systems": _ops("cmd_systems"),
+    "batch": cmd_batch,
     "alerts": cmd_alerts,
     "enqueue": cmd_enqueue,
     "token": cmd_token,

@@ -38,6 +38,7 @@ from ztq.core.monitor.filters import task_matcher
 from ztq.core.monitor.fmt import size
 from ztq.core.monitor.groups import group_errors
 from ztq.core.monitor.systems import health_of_all
+from ztq.worker.cli import batches as batch_cli
 from ztq.worker.cli import terminal
 from ztq.worker.cli.terminal import Col
 
@@ -129,7 +130,8 @@ def _shown_workers(storage: Storage, show_all: bool) -> tuple[list[dict[str, Any
 def _info(storage: Storage, show_all: bool) -> tuple[dict[str, Any], RenderableType]:
     queues = overview.queues(storage, storage.queues(), DEFAULT_LOST_AFTER)
     workers, hidden = _shown_workers(storage, show_all)
-    data = {"queues": queues, "workers": workers, "stopped_hidden": hidden}
+    recent, batches_shown = batch_cli.recent(storage)  # the newest batches (docs/batches.md)
+    data = {"queues": queues, "workers": workers, "stopped_hidden": hidden, "batches": recent}
     parts: list[RenderableType] = [_queues_table(queues), Text("")]
     if workers:
         parts.append(_workers_table(workers))
@@ -137,7 +139,7 @@ def _info(storage: Storage, show_all: bool) -> tuple[dict[str, Any], RenderableT
         parts.append(Text("no live worker", style="bold red"))
     if hidden:
         parts.append(Text(f"{hidden} stopped worker(s) not shown (--all shows them)", style="dim"))
-    return data, Group(*parts)
+    return data, Group(*parts, Text(""), batches_shown)
 
 
 def cmd_info(args: argparse.Namespace, connect: Connect) -> int:

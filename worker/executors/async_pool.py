@@ -28,10 +28,12 @@ from ztq.core.middleware.base import Outcome, Run
 from ztq.worker.config import ThreadSpec
 from ztq.worker.context import RunContext, set_current
 from ztq.worker.execute import Killed, SoftTimeout, acall
+from ztq.worker.executors.batches import relay_ends
 from ztq.worker.executors.threads import BaseExecutor
 
 if TYPE_CHECKING:
     from ztq.worker.worker import Worker
+
 
 log = logging.getLogger(__name__)
 
@@ -224,6 +226,8 @@ class AsyncExecutor(BaseExecutor):
             self.unsent(applied_before(exc))
             raise
         self.written(replies[:n_writes])
+        if self.relay_due:  # batch members ended: relayed off the event loop
+            await asyncio.to_thread(relay_ends, self.storage, self.worker.app, self.relay_due)
         if not queues:
             return []
         leased = self.take(queues[0], replies[-1])

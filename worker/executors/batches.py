@@ -8,11 +8,16 @@ are known to be done and are not sent again (``BaseExecutor.unsent``).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from ztq.core.client.batch import relay
 from ztq.core.engine.scripts import Op
-from ztq.core.engine.storage import Finished
+from ztq.core.engine.storage import Finished, Storage
+from ztq.core.engine.task_moves import BATCH_FLAG
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -35,3 +40,27 @@ class Batch:
 
 # one op of a batch on its way: ("ack", queue, its runs) or ("fail", queue, (op, id))
 Sent = tuple[str, str, Any]
+
+
+def ends_to_relay(sent: list[Sent], replies: list[Any]) -> tuple[list[Any], list[str]]:
+    """The replies of a round trip's acks and failures without ack's batch flag, and the
+    queues where they ended a batch member (an ack that says so, a failure into the error
+    list), whose outboxes the executor relays right away (docs/batches.md)."""
+    queues: list[str] = []
+    clean: list[Any] = []
+    for (what, queue, _), reply in zip(sent, replies, strict=False):
+        if what == "ack" and isinstance(reply, list) and BATCH_FLAG in reply:
+            reply = [x for x in reply if x != BATCH_FLAG]
+            queues.append(queue)
+        elif what == "fail" and reply == "error":
+            queues.append(queue)
+        clean.append(reply)
+    return clean, sorted(set(queues))
+
+
+def relay_ends(storage: Storage, app: Any, queues: list[str]) -> None:
+    """Relay those outboxes; a fault is logged, not raised (the sweep relays them later)."""
+    try:
+        relay(storage, queues, app)
+    except Exception:  # the worker's sweep picks the entries up again
+        log.warning("relay of batch ends in %s failed; the sweep retries", queues, exc_info=True)

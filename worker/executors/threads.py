@@ -24,7 +24,7 @@ from ztq.core.middleware.base import Outcome, Run
 from ztq.worker.config import ThreadSpec
 from ztq.worker.context import RunContext, reset_current, set_current
 from ztq.worker.execute import Interruptible, Killed, SoftTimeout, call, pool_mismatch, prepare
-from ztq.worker.executors.batches import Batch, Sent
+from ztq.worker.executors.batches import Batch, Sent, ends_to_relay, relay_ends
 from ztq.worker.executors.process_slot import ProcessSlot, SlotTask
 
 if TYPE_CHECKING:
@@ -63,6 +63,7 @@ class BaseExecutor(threading.Thread, abc.ABC):
         self.pending = Batch()  # what the runs that ended here wait to write
         self.sending = Batch()  # what is on its way to Redis
         self.sent: list[Sent] = []  # the ops of ``sending``, in the order sent
+        self.relay_due: list[str] = []  # queues where the last write ended batch members
         self.done_count = 0
         self.failed_count = 0
         self.turn = 0  # which shard of a sharded queue is asked first (rotates every fetch)
@@ -136,6 +137,7 @@ class BaseExecutor(threading.Thread, abc.ABC):
     def written(self, replies: list[Any]) -> None:
         """The ops of :meth:`write_ops` were sent and answered (``replies``, in order)."""
         batch = self.sending
+        replies, self.relay_due = ends_to_relay(self.sent, replies)
         refused = [(queue, str(task_id))
                    for (what, queue, _), reply in zip(self.sent, replies, strict=False)
                    if what == "ack" for task_id in reply]  # fmt: skip
@@ -368,6 +370,8 @@ class Executor(BaseExecutor):
             self.unsent(applied_before(exc))
             raise
         self.written(replies[:n_writes])
+        if self.relay_due:  # one more round trip, only when the writes ended batch members
+            relay_ends(self.storage, self.worker.app, self.relay_due)
         if not queues:
             return []
         registered = self.storage.fetch_registered(replies[-1])

@@ -343,3 +343,13 @@ local function requeue_one(tasks, source, ready, id, want, now)
   push_ready(tasks, ready, id, meta, payload, false)
   return true, meta
 end
+
+-- A batch member ended (docs/batches.md): its end goes to its queue's outbox, written with
+-- the move that ended it; the relay applies it to the batch (global slot) by its fence.
+-- outcome: 'done' or 'failed'; result: the result JSON ('' = none).
+local function member_end(outbox, batch, id, outcome, fence, result)
+  if type(fence) == 'number' then fence = string.format('%d', fence) end
+  local entry = batch .. '\t' .. id .. '\t' .. outcome .. '\t' .. (fence or '0')
+  if result and result ~= '' then entry = entry .. '\t' .. result end
+  redis.call('RPUSH', outbox, entry)
+end

@@ -2,18 +2,21 @@
 -- KEYS (shared with fail.lua): 1 tasks, 2 running, 3 done (id -> expiry ms), 4 errors,
 --       5 delayed, 6 history, 7 stats (this minute), 8 ready:high, 9 ready:normal,
 --       10 ready:low, 11 wake, 12 schedule, 13 stats (these 5 minutes), 14 stats (totals),
---       15 config
+--       15 config, 16 batch_out (the ends of batch members, docs/batches.md)
 -- ARGV: 1 worker id, 2 result ttl ms (0 = drop the record now), 3 history maxlen,
 --       then per task 4 fields: id, fencing token, task name, result JSON ('' = none)
 -- Returns: the ids whose ack was refused: the run lost its lease (reaped, handed on). An ack
 --          of a run that already ended this way (the same ack sent again: its first reply
 --          was lost) is not refused and changes nothing, nor is an ack of a record that is
 --          gone (finished and dropped or expired, deleted): docs/design.md, "Lost replies".
+--          When a batch member ended here, the last element is '#batch' (no id has a '#'):
+--          the worker relays the queue's batch_out then.
 local ready = {high = KEYS[8], normal = KEYS[9], low = KEYS[10]}
 local worker, ttl, maxlen = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local now = now_ms()
 local refused = {}
 local stats = {}
+local ended_members = false
 for i = 4, #ARGV, 4 do
   local id, token, name, result = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local meta, payload = load(KEYS[1], id)
@@ -29,6 +32,10 @@ for i = 4, #ARGV, 4 do
     stats.done = (stats.done or 0) + 1
     count_run(stats, meta, now)
     local rerun = meta.rerun
+    if meta.batch and not rerun then  -- a rerun is not an end: the task runs once more
+      member_end(KEYS[16], meta.batch, id, 'done', token, result)
+      ended_members = true
+    end
     clear_run(meta)
     meta.ended = now
     settle(meta, token, 'done')
@@ -60,4 +67,5 @@ for _, id in ipairs(old) do
   end
   redis.call('ZREM', KEYS[3], id)
 end
+if ended_members then refused[#refused + 1] = '#batch' end
 return refused

@@ -2,17 +2,22 @@
 -- KEYS: 1 tasks, 2 ready:high, 3 ready:normal, 4 ready:low, 5 delayed, 6 errors, 7 done,
 --       8 wake, 9 cronlast, 10 schedule, 11 config (`max_pending`, `when_full`), 12 overflow,
 --       13 totals (counters: `refused`, `overflowed`), 14 paused, 15 running, 16 fence,
---       17 waiter, 18 hand
--- ARGV: 8 fields per task: id, payload JSON, priority, delay_ms (0 = now; an absolute eta is
+--       17 waiter, 18 hand, 19 (optional) a once-guard: the call's `once` key (a batch
+--       callback, docs/batches.md): the task is enqueued only if that key is not set, and
+--       the key is set (for the TTL in ms given as the last ARGV)
+-- ARGV: 9 fields per task: id, payload JSON, priority, delay_ms (0 = now; an absolute eta is
 --       turned into a delay by the client), first (0/1), cron entry name ('' = not cron),
 --       cron tick (ms), expires_ms ('0' = none: else the task is stored with its expiry
---       `exp` = now + expires_ms on Redis's clock, and no lease is given once it passed)
+--       `exp` = now + expires_ms on Redis's clock, and no lease is given once it passed),
+--       batch id ('' = none: the task is a member of that batch, kept on its record as
+--       `batch`); with KEYS[19], one more ARGV
 -- Returns: {id, outcome, id, outcome, ...}: outcome is 'added', 'exists', 'moved' (first=1
 --          moved a pending one to the head), 'rerun' (identical task running: it runs once
 --          more after it ends), 'skipped' (this cron tick was enqueued already), 'full' (the
 --          queue holds `max_pending` ready tasks: nothing was written; the client raises or
 --          waits for room) or 'overflow' (full, `when_full = buffer`: the task waits in the
---          overflow buffer and enters the queue as it drains).
+--          overflow buffer and enters the queue as it drains), 'once' (the once-guard was
+--          set: this call was enqueued before, nothing was written).
 -- A limit bounds new tasks for now only: a delayed task, `first` (run before the rest), and
 -- what was accepted before (retries, redo, reaped runs) are never refused.
 -- A new task for now that finds the queue empty, while an idle executor waits for it (fetch
@@ -75,7 +80,8 @@ local function readied()
   if waiting then waiting = waiting + 1 end
 end
 
-local function enqueue(id, payload, prio, delay, first, cron_name, cron_tick, expires)
+local function enqueue(id, payload, prio, delay, first, cron_name, cron_tick, expires,
+    batch)
   if cron_name ~= '' then
     local last = tonumber(redis.call('HGET', KEYS[9], cron_name) or '-1')
     if last >= tonumber(cron_tick) then return 'skipped' end
@@ -124,6 +130,7 @@ local function enqueue(id, payload, prio, delay, first, cron_name, cron_tick, ex
   meta = {state = 'queued', enqueued = now}
   if prio ~= 'normal' then meta.prio = prio end
   if expires > 0 then meta.exp = now + expires end
+  if batch ~= '' then meta.batch = batch end
   if delay > 0 then
     meta.state, meta.due = 'delayed', now + delay
     save(KEYS[1], id, meta, payload)
@@ -145,11 +152,18 @@ local function enqueue(id, payload, prio, delay, first, cron_name, cron_tick, ex
 end
 
 local out = {}
-for i = 1, #ARGV, 8 do
+local last = #ARGV
+if KEYS[19] then
+  last = last - 1
+  if not redis.call('SET', KEYS[19], '1', 'NX', 'PX', ARGV[#ARGV]) then
+    return {ARGV[1], 'once'}
+  end
+end
+for i = 1, last, 9 do
   local id = ARGV[i]
   out[#out + 1] = id
   out[#out + 1] = enqueue(id, ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3]),
-    ARGV[i + 4] == '1', ARGV[i + 5], ARGV[i + 6], tonumber(ARGV[i + 7]))
+    ARGV[i + 4] == '1', ARGV[i + 5], ARGV[i + 6], tonumber(ARGV[i + 7]), ARGV[i + 8])
 end
 if woken > 0 then wake(KEYS[8], woken) end
 if scheduled > 0 then wake(KEYS[10], scheduled) end

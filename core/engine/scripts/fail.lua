@@ -1,7 +1,8 @@
 -- A run failed: schedule a retry, or move the task to the queue's error list.
 -- KEYS (shared with ack.lua): 1 tasks, 2 running, 3 done, 4 errors, 5 delayed, 6 history,
 --       7 stats (this minute), 8 ready:high, 9 ready:normal, 10 ready:low, 11 wake,
---       12 schedule, 13 stats (these 5 minutes), 14 stats (totals), 15 config
+--       12 schedule, 13 stats (these 5 minutes), 14 stats (totals), 15 config,
+--       16 batch_out (the ends of batch members: entering the error list is one)
 -- ARGV: 1 worker id, 2 id, 3 fencing token, 4 task name, 5 error "Type: message",
 --       6 traceback, 7 retry delay ms (-1 = no retry: to the error list), 8 history maxlen
 -- Returns: 'error', 'retry', 'rerun' (an identical enqueue arrived meanwhile: queued again)
@@ -60,6 +61,7 @@ if retry >= 0 then
   return 'retry'
 end
 settle(meta, token, 'error')
+if meta.batch then member_end(KEYS[16], meta.batch, id, 'failed', token, '') end
 meta.state, meta.failed = 'error', now
 save(KEYS[1], id, meta, payload)
 redis.call('ZADD', KEYS[4], now, id)

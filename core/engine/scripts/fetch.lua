@@ -5,7 +5,8 @@
 --       and `when_full`: see room_made), 10 overflow, 11 room, 12 waiter, 13 hand,
 --       14 fetched (this executor's last fetch that took tasks: request id TAB id TAB
 --       token ..., kept for the lease's length), 15 done, 16 history, 17 stats (this
---       minute), 18 stats (these 5 minutes), 19 totals (KEYS 15-19: for expired tasks)
+--       minute), 18 stats (these 5 minutes), 19 totals (KEYS 15-19: for expired tasks),
+--       20 batch_out (an expired batch member's end, as failed: docs/batches.md)
 -- ARGV: 1 worker id, 2 thread name, 3 lease_ms, 4 max tasks, 5 wait_ms (> 0: when nothing
 --       is taken, register the caller as the queue's waiting executor for that long, so
 --       that the next enqueue leases its task straight to it: see enqueue.lua), 6 request
@@ -39,6 +40,7 @@ end
 -- A task not started by its expiry: it ends as `expired`, like a finished record, without
 -- a run (it is not leased, or its unused lease is dropped).
 local function end_expired(id, meta, payload)
+  if meta.batch then member_end(KEYS[20], meta.batch, id, 'failed', meta.fence or '0', '') end
   if meta.state == 'running' then
     redis.call('ZREM', KEYS[5], id)
     clear_run(meta)

@@ -1,6 +1,7 @@
 -- Hand back the tasks whose lease expired (their worker died or froze).
 -- KEYS: 1 tasks, 2 running, 3 errors, 4 ready:high, 5 ready:normal, 6 ready:low, 7 wake,
---       8 config, 9 hand (a lease handed to an executor that never took it: dropped with it)
+--       8 config, 9 hand (a lease handed to an executor that never took it: dropped with it),
+--       10 batch_out (a poison pill that is a batch member ended: failed, docs/batches.md)
 -- ARGV: 1 max times a task may lose its worker before it is a poison pill, 2 max tasks
 -- Returns: {{id, worker, outcome ('ready' or 'error'), ...}, next lease deadline ms or -1,
 --          Redis time ms}: the reaped tasks for the event log, and when to look again.
@@ -20,6 +21,7 @@ for _, id in ipairs(expired) do
   local meta, payload = load(KEYS[1], id)
   if meta and meta.state == 'running' then
     local worker = meta.worker or ''
+    local token = meta.fence
     meta.lost = (meta.lost or 0) + 1
     clear_run(meta)
     if meta.lost >= max_lost then
@@ -27,6 +29,7 @@ for _, id in ipairs(expired) do
       meta.error = 'WorkerLost: the task lost its worker ' .. meta.lost ..
         ' times (last: ' .. worker .. '); kept out of the queue as a poison pill'
       redis.call('ZADD', KEYS[3], now, id)
+      if meta.batch then member_end(KEYS[10], meta.batch, id, 'failed', token, '') end
       out[#out + 1], out[#out + 2], out[#out + 3] = id, worker, 'error'
     else
       meta.state = 'queued'

@@ -1,6 +1,7 @@
 -- Delete tasks and their records: given ids, or a batch from one list (purge).
 -- KEYS: 1 tasks, 2 ready:high, 3 ready:normal, 4 ready:low, 5 delayed, 6 errors, 7 done,
---       8 config, 9 overflow, 10 room, 11 wake
+--       8 config, 9 overflow, 10 room, 11 wake, 12 batch_out (a deleted batch member that had
+--       not ended counts as failed in its batch: docs/batches.md)
 -- ARGV: 1 mode: 'ids' (the ids follow from ARGV[3]); 'cancel' (the same, but only tasks
 --       that have not run: queued, buffered or delayed); 'ready' (the ready lists, then the
 --       overflow buffer), 'delayed' or 'errors' (purge up to ARGV[2] tasks of that list),
@@ -15,6 +16,13 @@
 local ready = {high = KEYS[2], normal = KEYS[3], low = KEYS[4]}
 local mode, limit = ARGV[1], tonumber(ARGV[2])
 local deleted, taken, dropped = 0, 0, 0
+-- a member deleted before it ended is an end (failed); one in the error list ended already
+-- (the same fence: the relay ignores it), one done stays done
+local function gone_member(id, meta)
+  if meta.batch and meta.state ~= 'done' then
+    member_end(KEYS[12], meta.batch, id, 'failed', meta.fence or '0', '')
+  end
+end
 local unready = 0  -- tasks taken off the ready lists: room made for a full queue
 if mode == 'ids' or mode == 'cancel' then
   for i = 3, #ARGV do
@@ -35,6 +43,7 @@ if mode == 'ids' or mode == 'cancel' then
       elseif meta.state == 'done' or meta.state == 'expired' then
         redis.call('ZREM', KEYS[7], id)
       end
+      gone_member(id, meta)
       redis.call('HDEL', KEYS[1], id)
       deleted = deleted + 1
     end
@@ -51,8 +60,9 @@ elseif mode == 'ready' then
     while taken < limit and dropped < most do
       local entry = redis.call('LPOP', list)
       if not entry then break end
-      local id = popped(KEYS[1], name, entry, want, marked)
+      local id, meta = popped(KEYS[1], name, entry, want, marked)
       if id then
+        gone_member(id, meta)
         if want == 'queued' then unready = unready + 1 end
         redis.call('HDEL', KEYS[1], id)
         deleted = deleted + 1
@@ -70,6 +80,7 @@ else
   for i = 1, #popped, 2 do
     local meta = load(KEYS[1], popped[i])
     if meta and meta.state == want then
+      gone_member(popped[i], meta)
       redis.call('HDEL', KEYS[1], popped[i])
       deleted = deleted + 1
     end
