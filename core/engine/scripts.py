@@ -103,6 +103,13 @@ def _read(name: str) -> str:
     return resources.files("ztq.core.engine").joinpath("scripts", f"{name}.lua").read_text("utf-8")
 
 
+class KeyList(list[str]):
+    """A script's KEYS built once and kept (one per queue and script: ``TaskMoves._key_list``):
+    the packed path frames it once. Any other key list is framed at each call, so that the
+    cache stays as small as the number of queues (a list built per call, cached by its id,
+    grew it by one entry per call)."""
+
+
 class Scripts:
     """The script sources and SHAs; shared by every client of a process."""
 
@@ -161,7 +168,8 @@ class Scripts:
             target = self.function[name] if fcall else self.sha[name]
             head = _bulk(command) + _bulk(target) + _bulk(len(keys))
             cached = (keys, head + b"".join(_bulk(k) for k in keys))
-            self._prefix[(command, name, id(keys))] = cached
+            if isinstance(keys, KeyList):  # a list built per call is framed per call
+                self._prefix[(command, name, id(keys))] = cached
         return b"*%d\r\n" % (3 + len(keys) + len(args)) + cached[1] + _frame(args)
 
     def _packed(self, client: Any, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from ztq.core.engine.scripts import Op
+from ztq.core.engine.scripts import KeyList, Op
 from ztq.core.engine.transport import Transport
 from ztq.core.states import Priority
 
@@ -163,7 +163,7 @@ class TaskMoves(Transport):
                     k.waiter(queue),
                     k.hand(queue),
                 ]
-            self._key_lists[(script, queue)] = keys
+            keys = self._key_lists[(script, queue)] = KeyList(keys)
         return keys
 
     # -- enqueue -----------------------------------------------------------------------------

@@ -171,3 +171,27 @@ def test_a_dropped_connection_falls_back_to_redis_pys_path(
     assert t.add.delay(3, 3).outcome == "added"  # sent again by redis-py's path
     assert t.add.delay(3, 3).outcome == "exists"
     assert no_evalsha == [SCRIPTS.sha["enqueue"]] and not failures  # then packed again
+
+
+def test_the_worker_scripts_run_as_functions_and_frame_nothing_kept(
+    on_redis_7: redis.Redis, no_evalsha: list[str]
+) -> None:
+    """fetch, ack, fail and renew go as FCALL too; their key lists are built per call (the
+    stats keys change each minute), so the packed path keeps no framing of them: the cache
+    of framed key lists stays one entry per queue however many calls are made (it grew by
+    one per call, the memory of a worker with it)."""
+    from ztq.core.engine.storage import Finished
+
+    storage = ztq.get_storage()
+    t.add.delay(1, 2)
+    t.add.delay(2, 2)
+    kept = len(SCRIPTS._prefix)
+    for _ in range(300):
+        storage.fetch("empty", "w", "t", 1000, 1)
+    [a, b] = storage.fetch("default", "w", "t", 30_000, 2)
+    assert storage.renew("default", "w", 30_000, [(a.id, a.token), (b.id, b.token)]) == []
+    assert storage.ack("default", "w", [Finished(a.id, a.token, "x")]) == []
+    assert storage.fail("default", "w", b.id, b.token, "x", "E: e", "") == "error"
+    assert len(SCRIPTS._prefix) <= kept + 1
+    assert calls_of(on_redis_7, "evalsha") == 0 and no_evalsha == []
+    assert calls_of(on_redis_7, "fcall") >= 305
