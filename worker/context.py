@@ -12,19 +12,32 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ztq.core.client import batch as _batch
 from ztq.core.client.calls import TaskCall
 from ztq.core.client.current import app_or_default
 from ztq.core.engine.fault_kinds import describe, kind
-from ztq.core.engine.storage import Storage
+from ztq.core.engine.storage import Leased, Storage
 
 if TYPE_CHECKING:
     from ztq.core.client.app import App
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class Running:
+    """What the heartbeat shows for an executor's thread, and what kill/timeouts act on."""
+
+    lease: Leased
+    task: str
+    started: float
+    deadline: float | None = None
+    ctx: RunContext | None = None
+    timed_out: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -137,6 +137,7 @@ class Model:
 
     def _new_series(self, rec: Rec) -> None:
         rec.attempts = rec.failures = rec.lost = 0
+        rec.exp = None
 
     def _to_ready(self, task_id: str, rec: Rec, head: bool) -> None:
         rec.state, rec.due, rec.rerun = "queued", None, False
@@ -202,7 +203,9 @@ class Model:
                 return "skipped"
             self.cron_last[name] = tick
         rec = self.recs.get(task_id)
-        if rec is not None and rec.state in ("queued", "delayed", "overflow"):
+        waits = rec is not None and rec.state in ("queued", "delayed", "overflow")
+        stale = waits and rec is not None and rec.exp == "passed"  # would never run: replaced
+        if rec is not None and waits and not stale:
             if not first:
                 return "exists"
             self._unready(task_id)
@@ -213,13 +216,14 @@ class Model:
             rec.rerun = True
             return "rerun"
         limited = not delay and not first and self.full()
-        if not delay and not limited and self.can_hand_over():
-            out = self.hand_over(task_id, prio)
-            self.recs[task_id].exp = "live" if expires else None
-            return out
         if limited and self.when_full != "buffer":
             self.refused += 1
             return "full"  # nothing written: a finished record stays as it was
+        if stale:
+            self._unready(task_id)
+        # a task with an expiry is never handed over (only a fetch checks the expiry)
+        if not delay and not limited and not expires and self.can_hand_over():
+            return self.hand_over(task_id, prio)
         # none, error or done: a fresh record (an enqueue of a finished task acts as a redo)
         rec = self.recs[task_id] = Rec("queued", prio=prio, exp="live" if expires else None)
         if delay:

@@ -136,29 +136,65 @@ def test_a_reaped_run_after_the_expiry_does_not_run_again(storage: Storage) -> N
     assert ztq.ping(h) == "expired"
 
 
-def test_a_handed_task_taken_after_its_expiry_ends_there(storage: Storage) -> None:
-    """An enqueue hands a fresh task (never expired then) to the registered idle executor;
-    a fetch of that executor that takes it off the hand list after the expiry ends it."""
+def test_a_task_with_an_expiry_is_not_handed_to_an_idle_executor(storage: Storage) -> None:
+    """The executor's blocked read of the hand list can return late (its idle hooks run
+    first) and carries no expiry: a task with one waits in the ready list, for a fetch
+    (which checks the expiry); one without is handed over as before."""
     [name, keys, args] = storage.fetch_op(Q, "w1", "t", 60_000, 1, wait_ms=5000)
     assert storage.call(name, keys, args)[0] == 1  # registered as the queue's waiter
     h = t.add.enqueue((1, 2), expires=60)
-    meta = meta_of(storage, h.id)
-    assert meta["state"] == "running" and meta["worker"] == "w1"  # handed over
+    assert meta_of(storage, h.id)["state"] == "queued"
     age(storage, h.id)
-    plain = t.add.delay(7, 7)
-    leased = storage.fetch(Q, "w1", "t", 60_000, 1)
-    assert [x.id for x in leased] == [plain.id]
+    assert storage.fetch(Q, "w1", "t", 60_000, 2) == []
     assert ztq.ping(h) == "expired"
-    assert storage.client.zscore(storage.keys.running(Q), h.id) is None
-    assert "attempts" not in meta_of(storage, h.id)
+    assert storage.call(name, keys, args)[0] == 1  # the waiter again
+    plain = t.add.delay(7, 7)
+    assert meta_of(storage, plain.id)["state"] == "running"  # handed over
 
 
-def test_a_handed_task_in_time_carries_its_expiry(storage: Storage) -> None:
-    [name, keys, args] = storage.fetch_op(Q, "w1", "t", 60_000, 1, wait_ms=5000)
-    assert storage.call(name, keys, args)[0] == 1
+def test_a_rerun_asked_while_it_runs_does_not_inherit_the_expiry(storage: Storage) -> None:
+    """An identical enqueue while the task runs asks for one more run: a new series, which
+    the first call's expiry does not end (it ran; the rerun runs too)."""
     h = t.add.enqueue((1, 2), expires=60)
     [lease] = storage.fetch(Q, "w1", "t", 60_000, 1)
-    assert lease.id == h.id and lease.expires_at is not None and not lease.expired()
+    age(storage, h.id)
+    assert t.add.enqueue((1, 2), expires=3600).outcome == "rerun"
+    assert storage.ack(Q, "w1", [Finished(h.id, lease.token, "x", "3")]) == []
+    assert "exp" not in meta_of(storage, h.id)
+    [again] = storage.fetch(Q, "w1", "t", 60_000, 1)
+    assert again.id == h.id and ztq.ping(h) == "running"
+
+
+def test_an_enqueue_replaces_a_waiting_copy_whose_expiry_passed(storage: Storage) -> None:
+    """The earlier copy waits but can never run: the new call is not 'exists' (it would be
+    dropped with it); it takes its place with its own expiry, and runs."""
+    h = t.add.enqueue((1, 2), expires=60)
+    age(storage, h.id)
+    again = t.add.enqueue((1, 2), expires=3600)
+    assert again.id == h.id and again.outcome == "added"
+    assert meta_of(storage, h.id)["exp"] > redis_ms(storage) + 3_000_000
+    [lease] = storage.fetch(Q, "w1", "t", 60_000, 5)
+    assert lease.id == h.id and ztq.ping(h) == "running"
+    assert storage.fetch(Q, "w1", "t", 60_000, 5) == []  # its old entry was a leftover
+
+
+def test_a_fetch_sweeps_expired_records_no_ack_would(storage: Storage) -> None:
+    """Tasks that all expire are ended by fetches, and no ack comes to sweep their records:
+    fetches do, once their result TTL passed."""
+    handles = [t.add.enqueue((i, 0), expires=60) for i in range(30)]
+    for h in handles:
+        age(storage, h.id)
+    [name, keys, args] = storage.fetch_op(Q, "w1", "t", 60_000, 1, result_ttl_ms=1)
+    assert storage.call(name, keys, args)[2:] == []  # all ended as expired
+    assert storage.client.zcard(storage.keys.done(Q)) == 30
+    start = redis_ms(storage)
+    while redis_ms(storage) < start + 3:
+        pass
+    assert storage.fetch(Q, "w1", "t", 60_000, 1) == []
+    assert storage.client.hlen(storage.keys.tasks(Q)) == 10  # 20 a call: bounded work
+    assert storage.fetch(Q, "w1", "t", 60_000, 1) == []
+    assert storage.client.hlen(storage.keys.tasks(Q)) == 0
+    assert storage.client.zcard(storage.keys.done(Q)) == 0
 
 
 def test_an_identical_enqueue_of_an_expired_task_runs_afresh(storage: Storage) -> None:

@@ -88,3 +88,43 @@ def test_a_task_held_in_a_batch_past_its_expiry_is_not_run(
     rec = storage.record("default", late.id)
     assert rec.get("attempts") == 1  # it was leased in the batch, given back, then ended
     assert w.executors[0].is_alive()
+
+
+def test_a_give_back_redis_refuses_leaves_the_rest_of_the_batch_running(
+    start_worker: Callable[..., Worker], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The give-back of an expired task fails (Redis unreachable for that call): the task
+    is not held any more (its lease lapses, the reaper returns it), and the tasks after it
+    in the batch still run (they stayed held, renewed and never run)."""
+    from ztq.core.errors import ConnectionFailed
+
+    out = tmp_path / "runs.txt"
+    gate = tmp_path / "gate"
+    w = start_worker({"default": 1}, name="batcher", prefetch=8, idle_wait=0.2)
+    for h in [t.noop.delay(n) for n in range(8)]:
+        h.get(timeout=10)
+    storage = ztq.get_storage()
+    ex = w.executors[0]
+    refused: list[str] = []
+
+    def release(queue: str, worker: str, held: list[tuple[str, int]]) -> None:
+        refused.extend(task_id for task_id, _ in held)
+        raise ConnectionFailed("Redis unreachable (test)")
+
+    monkeypatch.setattr(ex.storage, "release", release)
+    w.paused.set()
+    wait_for(lambda: storage.client.get(storage.keys.waiter("default")) is None)
+    slow = t.reports_then_waits.delay(str(gate), "holding", 10)
+    late = t.record.enqueue((str(out), "late"), expires=0.5)
+    after = t.record.delay(str(out), "after")
+    w.paused.clear()
+    wait_for(lambda: str(storage.record("default", after.id).state) == "running")
+    exp = storage.record("default", late.id).get("exp")
+    wait_for(lambda: redis_ms() > exp + 50)
+    gate.write_text("go")
+    assert slow.get(timeout=10) == "released"
+    after.get(timeout=10)
+    assert refused == [late.id]
+    assert out.read_text().split() == ["after"]
+    assert ("default", late.id) not in ex.held
+    assert ex.is_alive()

@@ -12,8 +12,9 @@ import abc
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from redis.exceptions import RedisError
 
 from ztq.core.client.calls import TaskCall
 from ztq.core.engine.fault_kinds import applied_before, kind
@@ -22,7 +23,7 @@ from ztq.core.engine.storage import Finished, Leased
 from ztq.core.errors import ZtqError
 from ztq.core.middleware.base import Outcome, Run
 from ztq.worker.config import ThreadSpec
-from ztq.worker.context import RunContext, reset_current, set_current
+from ztq.worker.context import RunContext, Running, reset_current, set_current
 from ztq.worker.execute import Interruptible, Killed, SoftTimeout, call, pool_mismatch, prepare
 from ztq.worker.executors.batches import Batch, Sent, ends_to_relay, relay_ends
 from ztq.worker.executors.process_slot import ProcessSlot, SlotTask
@@ -33,19 +34,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 QUICK = 0.02  # seconds: tasks faster than this let the batch grow
-
-
-@dataclass
-class Running:
-    """What the heartbeat shows for this thread, and what kill/timeouts act on."""
-
-    lease: Leased
-    task: str
-    started: float
-    deadline: float | None = None
-    ctx: RunContext | None = None
-    timed_out: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class BaseExecutor(threading.Thread, abc.ABC):
@@ -341,9 +329,11 @@ class Executor(BaseExecutor):
                 self.give_back(leased[i:])
                 break
             if lease.expires_at is not None and lease.expired():
-                # it waited in this batch past its expiry: given back, the next fetch (this
-                # one's, in its next round trip) ends it as expired (docs/queue-controls.md)
-                self.give_back([lease])
+                # past its expiry in this batch: given back (a fetch ends it), or left to lapse
+                try:
+                    self.give_back([lease])
+                except (ZtqError, RedisError) as exc:
+                    log.warning("could not give back expired task %s: %s", lease.id, exc)
                 continue
             self.run_one(lease)
             ran += 1
@@ -401,12 +391,12 @@ class Executor(BaseExecutor):
         return [got]
 
     def give_back(self, leases: list[Leased]) -> None:
-        by_queue: dict[str, list[tuple[str, int]]] = {}
+        """Not held any more (even if Redis refuses the release: the leases lapse)."""
         for lease in leases:
-            by_queue.setdefault(lease.queue, []).append((lease.id, lease.token))
             self.held.pop((lease.queue, lease.id), None)
-        for queue, held in by_queue.items():
-            self.storage.release(queue, self.worker.id, held)
+        for queue in dict.fromkeys(lease.queue for lease in leases):
+            mine = [(x.id, x.token) for x in leases if x.queue == queue]
+            self.storage.release(queue, self.worker.id, mine)
 
     def shutdown(self) -> None:
         try:

@@ -268,8 +268,9 @@ end
 -- A new series of runs (redo, or an identical enqueue that arrived during a run): the counts
 -- that `retries` (failures) and `max_lost` (lost) limit, and the runs shown, start again.
 -- `fence` is not touched: tokens never go back.
+-- (a rerun, a redo: the expiry of the call that made the record is not the new series')
 local function new_series(meta)
-  meta.attempts, meta.failures, meta.lost = nil, nil, nil
+  meta.attempts, meta.failures, meta.lost, meta.exp = nil, nil, nil, nil
 end
 
 -- A run ended (acked, failed, reaped, released): nothing of it stays on the record, the
@@ -352,4 +353,18 @@ local function member_end(outbox, batch, id, outcome, fence, result)
   local entry = batch .. '\t' .. id .. '\t' .. outcome .. '\t' .. (fence or '0')
   if result and result ~= '' then entry = entry .. '\t' .. result end
   redis.call('RPUSH', outbox, entry)
+end
+
+-- Finished records (done or expired) whose result TTL passed go, a few at a time (bounded
+-- work per call): ack does it on the way, and so does fetch, which ends expired tasks
+-- without an ack and so must not leave their records behind when nothing is acked.
+local function sweep_finished(tasks, done, now, n)
+  local old = redis.call('ZRANGEBYSCORE', done, '-inf', now, 'LIMIT', 0, n)
+  for _, id in ipairs(old) do
+    local meta = load(tasks, id)
+    if meta and (meta.state == 'done' or meta.state == 'expired') then
+      redis.call('HDEL', tasks, id)
+    end
+    redis.call('ZREM', done, id)
+  end
 end

@@ -58,14 +58,6 @@ if stats.done then
   save_stats(stats, KEYS[7], KEYS[13], KEYS[14])
   slot_freed(KEYS[15], KEYS[11], ready)
 end
--- expire a few finished records on the way (bounded work per call)
-local old = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 20)
-for _, id in ipairs(old) do
-  local meta = load(KEYS[1], id)
-  if meta and (meta.state == 'done' or meta.state == 'expired') then
-    redis.call('HDEL', KEYS[1], id)
-  end
-  redis.call('ZREM', KEYS[3], id)
-end
+sweep_finished(KEYS[1], KEYS[3], now, 20)  -- a few finished records on the way
 if ended_members then refused[#refused + 1] = '#batch' end
 return refused

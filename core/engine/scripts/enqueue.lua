@@ -47,7 +47,9 @@ end
 -- (ready lists and buffer empty), the queue is not paused and its running limit has room.
 local registered = redis.call('GET', KEYS[17])  -- read once: only hand_over changes it here
 local function hand_over(id, meta, payload)
-  if not registered or expired(meta, now) then return false end
+  -- a task with an expiry goes through the ready list: the executor's blocked read of the
+  -- hand list may return late (its idle hooks run first), and only a fetch checks expiry
+  if not registered or meta.exp then return false end
   local w = fields(registered, 4)
   if tonumber(w[4]) <= now or redis.call('LLEN', KEYS[18]) > 0 or pending(ready, KEYS[1]) > 0
       or redis.call('LLEN', KEYS[12]) > 0 or redis.call('EXISTS', KEYS[14]) == 1 then
@@ -89,9 +91,12 @@ local function enqueue(id, payload, prio, delay, first, cron_name, cron_tick, ex
   end
 
   local meta = load_record(id)
+  local stale = false  -- waiting, but its expiry passed before a fetch met it: replaced
   if meta then
     local state = meta.state
-    if state == 'queued' or state == 'delayed' or state == 'overflow' then
+    local waits = state == 'queued' or state == 'delayed' or state == 'overflow'
+    stale = waits and expired(meta, now)
+    if waits and not stale then
       if not first then return 'exists' end
       -- the old entry stays where it is, marked as a leftover (no LREM: see _lib.lua)
       if state == 'queued' then
@@ -120,7 +125,19 @@ local function enqueue(id, payload, prio, delay, first, cron_name, cron_tick, ex
     redis.call('HINCRBY', KEYS[13], 'refused', 1)
     return 'full'
   end
-  if meta then
+  if stale then
+    -- it would never run: its entry stays as a leftover and the new call takes its place
+    -- (not counted as expired: no fetch met it)
+    if meta.state == 'queued' then
+      leave(KEYS[1], level_of(meta.prio), id, meta)
+      unmarked[level_of(meta.prio)] = false
+      if waiting then waiting = waiting - 1 end
+    elseif meta.state == 'overflow' then
+      leave(KEYS[1], 'overflow', id, meta)
+    else
+      redis.call('ZREM', KEYS[5], id)
+    end
+  elseif meta then
     -- error, done or expired: the new enqueue replaces the finished record (an enqueue acts
     -- as a redo)
     redis.call('ZREM', KEYS[6], id)

@@ -64,8 +64,14 @@ local function end_expired(id, meta, payload)
     redis.call('HDEL', KEYS[1], id)
   end
 end
+-- the reply, after the counts of the expired ones and a sweep of finished records: as many
+-- as it ended and 20 more, and 20 when it took nothing (an idle queue's, or one whose tasks
+-- all expire, gets no ack that would sweep them)
 local function counted(out)
   if stats.expired then save_stats(stats, KEYS[17], KEYS[18], KEYS[19]) end
+  if stats.expired or #out <= 2 then
+    sweep_finished(KEYS[1], KEYS[15], now, 20 + (stats.expired or 0))
+  end
   return out
 end
 -- the same request again (its reply was lost): what it took, as far as it still holds it
