@@ -249,6 +249,7 @@ class App:
         max_pending: int | None | Keep = KEEP,
         when_full: str | Keep = KEEP,
         block_timeout: float | Keep = KEEP,
+        rate_limit: str | None | Keep = KEEP,
         connection: str = "default",
     ) -> None:
         """Queue-wide settings, kept in Redis and enforced by the scripts for every producer
@@ -259,10 +260,13 @@ class App:
         waiting to run; an enqueue that finds N waiting raises :class:`QueueFull`
         (``when_full="raise"``), waits up to ``block_timeout`` seconds for room
         (``"block"``), or puts the task in the queue's overflow buffer, fed in as the queue
-        drains (``"buffer"``: the producer never waits and nothing is lost)."""
+        drains (``"buffer"``: the producer never waits and nothing is lost).
+        ``rate_limit="20/s"`` (or ``"N/m"``, ``"N/h"``, optionally ``" burst B"``) bounds
+        the tasks started per second across every worker, on Redis's clock; a throttled
+        task waits in its queue."""
         self.connections.get(connection).configure(
             queue, max_running=max_running, max_pending=max_pending, when_full=when_full,
-            block_timeout=block_timeout,
+            block_timeout=block_timeout, rate_limit=rate_limit,
         )  # fmt: skip
 
     # -- channels ----------------------------------------------------------------------------
@@ -388,12 +392,13 @@ def configure_queue(
     max_pending: int | None | Keep = KEEP,
     when_full: str | Keep = KEEP,
     block_timeout: float | Keep = KEEP,
+    rate_limit: str | None | Keep = KEEP,
     connection: str = "default",
 ) -> None:
     """:meth:`App.configure_queue` of the default app."""
     default_app().configure_queue(
         queue, max_running=max_running, max_pending=max_pending, when_full=when_full,
-        block_timeout=block_timeout, connection=connection,
+        block_timeout=block_timeout, rate_limit=rate_limit, connection=connection,
     )  # fmt: skip
 
 

@@ -1,7 +1,7 @@
 """Queue-wide limits kept in Redis (``ztq:{q}:config``) and enforced by the scripts for every
-producer and worker: ``max_running`` (tasks running at once) and ``max_pending`` (tasks
-waiting in the ready lists) with its policy when full (``when_full``). See
-docs/queue-controls.md.
+producer and worker: ``max_running`` (tasks running at once), ``max_pending`` (tasks
+waiting in the ready lists) with its policy when full (``when_full``), and ``rate_limit``
+(tasks started per second, minute or hour, :class:`Rate`). See docs/queue-controls.md.
 
 The scripts decide (``enqueue.lua`` answers ``full`` or ``overflow``, ``fetch.lua`` takes no
 more than ``max_running`` leaves); this module checks what is stored and turns a ``full``
@@ -11,6 +11,7 @@ answer into :class:`QueueFull` or a bounded wait for room (``when_full = block``
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,6 +23,48 @@ WHEN_FULL: Final = ("raise", "block", "buffer")
 DEFAULT_BLOCK_TIMEOUT: Final = 30.0  # seconds a blocked producer waits for room at most
 MAX_BLOCK_TIMEOUT: Final = 3600.0
 POLL: Final = 1.0  # longest wait on the room tokens (hints) before asking again
+RATE_UNITS: Final = {"s": 1.0, "m": 60.0, "h": 3600.0}
+RATE_FORMS: Final = (
+    "'N/s', 'N/m' or 'N/h' (N a whole number >= 1), optionally followed by ' burst B' "
+    "(B >= 1), e.g. '20/s' or '100/m burst 10'"
+)
+_RATE = re.compile(r"\s*([0-9]{1,9})\s*/\s*([smh])\s*(?:burst\s+([0-9]{1,9})\s*)?")
+
+
+@dataclass(frozen=True)
+class Rate:
+    """A rate limit: at most ``count`` starts per ``unit`` (s, m, h), fleet-wide, with
+    ``burst`` starts at once after a quiet spell. Enforced by GCRA on Redis's clock
+    (``_lib.lua``): over any window of ``w`` seconds at most ``w * per_second + burst``
+    tasks start (:meth:`bound`)."""
+
+    count: int
+    unit: str
+    burst: int = 1
+
+    @classmethod
+    def parse(cls, value: object, name: str = "rate_limit") -> Rate:
+        """``"20/s"``, ``"100/m"``, ``"5/h burst 3"``; anything else: :class:`InvalidOption`."""
+        got = _RATE.fullmatch(value) if isinstance(value, str) else None
+        if got is None or int(got[1]) < 1 or (got[3] is not None and int(got[3]) < 1):
+            raise InvalidOption(f"{name} must be {RATE_FORMS}, or None to lift it; not {value!r}")
+        return cls(int(got[1]), got[2], int(got[3] or 1))
+
+    @property
+    def spec(self) -> str:
+        """What the config stores as ``rate_limit`` (the burst apart, as ``rate_burst``)."""
+        return f"{self.count}/{self.unit}"
+
+    @property
+    def per_second(self) -> float:
+        return self.count / RATE_UNITS[self.unit]
+
+    def bound(self, window: float) -> int:
+        """The most starts any window of ``window`` seconds sees."""
+        return math.floor(window * self.per_second + 1e-9) + self.burst
+
+    def __str__(self) -> str:
+        return self.spec + (f" burst {self.burst}" if self.burst > 1 else "")
 
 
 class Keep:
@@ -42,6 +85,7 @@ class QueueLimits:
     max_pending: int | None = None
     when_full: str = "raise"
     block_timeout: float = DEFAULT_BLOCK_TIMEOUT
+    rate_limit: Rate | None = None
 
     @classmethod
     def from_hash(cls, raw: Mapping[Any, Any]) -> QueueLimits:
@@ -58,11 +102,17 @@ class QueueLimits:
             timeout = float(text.get("block_timeout", DEFAULT_BLOCK_TIMEOUT))
         except ValueError:
             timeout = DEFAULT_BLOCK_TIMEOUT
+        try:
+            rate: Rate | None = Rate.parse(text["rate_limit"])
+            rate = Rate(rate.count, rate.unit, count("rate_burst") or 1)
+        except (KeyError, InvalidOption):
+            rate = None
         return cls(
             count("max_running"),
             count("max_pending"),
             when if when in WHEN_FULL else "raise",
             timeout if math.isfinite(timeout) and timeout > 0 else DEFAULT_BLOCK_TIMEOUT,
+            rate,
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -74,6 +124,8 @@ class QueueLimits:
             out |= {"max_pending": self.max_pending, "when_full": self.when_full}
             if self.when_full == "block":
                 out["block_timeout"] = self.block_timeout
+        if self.rate_limit is not None:
+            out["rate_limit"] = str(self.rate_limit)
         return out
 
 
@@ -91,6 +143,7 @@ def fields(
     max_pending: int | None | Keep = KEEP,
     when_full: str | Keep = KEEP,
     block_timeout: float | Keep = KEEP,
+    rate_limit: str | None | Keep = KEEP,
 ) -> list[str]:
     """The configure script's ARGV (field, value, ...; '' clears) for the settings given."""
     out: list[str] = []
@@ -112,6 +165,11 @@ def fields(
                 f"not {block_timeout!r}"
             )
         out += ["block_timeout", repr(float(block_timeout))]
+    if rate_limit is None:
+        out += ["rate_limit", "", "rate_burst", ""]
+    elif not isinstance(rate_limit, Keep):
+        rate = Rate.parse(rate_limit)
+        out += ["rate_limit", rate.spec, "rate_burst", str(rate.burst) if rate.burst > 1 else ""]
     if not out:
         raise InvalidOption("configure_queue: give at least one setting to change")
     return out

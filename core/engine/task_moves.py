@@ -17,6 +17,7 @@ one that already went through is answered as the first time, never refused.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Iterable, Sequence
@@ -32,6 +33,8 @@ DEFAULT_HISTORY_MAXLEN = 10_000
 # leftovers one purge call drops at most (about 3 commands each): a call stays short behind
 # a long run of them, and Storage.remove calls again
 PURGE_DROPS = 1000
+# a fetch's first reply field from here on: held back by the queue's rate limit (fetch.lua)
+THROTTLED = 2
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,7 @@ class TaskMoves(Transport):
                     k.fence(queue),
                     k.waiter(queue),
                     k.hand(queue),
+                    k.rate(queue),
                 ]
             else:
                 keys = [
@@ -186,7 +190,9 @@ class TaskMoves(Transport):
             self._fetch_of[rid] = executor
         keys = self._fetch_keys.get(executor)
         if keys is None:
-            keys = [*self._key_list("fetch", queue), self.keys.fetched(queue, f"{worker}/{thread}")]
+            k = self.keys
+            keys = [*self._key_list("fetch", queue), k.fetched(queue, f"{worker}/{thread}"),
+                    k.rate(queue), k.totals(queue)]  # fmt: skip
             self._fetch_keys[executor] = keys
         return ("fetch", keys, [worker, thread, int(lease_ms), int(limit), int(wait_ms), rid])
 
@@ -196,6 +202,8 @@ class TaskMoves(Transport):
         executor = self._fetch_of.pop(str(reply[1]), None) if len(reply) > 1 else None
         if executor is not None:
             self._fetch_ids.pop(executor, None)
+        if reply and int(reply[0]) >= THROTTLED:
+            return []
         return [
             Leased(str(reply[i]), queue, int(reply[i + 1]), str(reply[i + 3]), int(reply[i + 2]))
             for i in range(2, len(reply), 4)
@@ -205,6 +213,18 @@ class TaskMoves(Transport):
     def fetch_registered(reply: Sequence[Any]) -> bool:
         """Did this fetch make the caller the queue's waiter (it took nothing)?"""
         return bool(reply) and int(reply[0]) == 1
+
+    @staticmethod
+    def fetch_throttled(reply: Sequence[Any]) -> float | None:
+        """The queue's rate limit held this fetch back (tasks are ready, no token is): the
+        seconds until the next token when the caller is the executor registered to fetch
+        it then (it sleeps until that instant), ``math.inf`` when another one is (it waits
+        as when idle, until woken); None when the fetch was not throttled."""
+        if not reply or int(reply[0]) < THROTTLED:
+            return None
+        if int(reply[0]) == THROTTLED:
+            return math.inf
+        return int(reply[2]) / 1000
 
     def fetch(
         self, queue: str, worker: str, thread: str, lease_ms: int, limit: int = 1

@@ -26,6 +26,7 @@ from ztq.worker.context import RunContext, reset_current, set_current
 from ztq.worker.execute import Interruptible, Killed, SoftTimeout, call, pool_mismatch, prepare
 from ztq.worker.executors.batches import Batch, Sent
 from ztq.worker.executors.process_slot import ProcessSlot, SlotTask
+from ztq.worker.executors.throttle import token_wait, wait_for_token
 
 if TYPE_CHECKING:
     from ztq.worker.worker import Worker
@@ -66,6 +67,9 @@ class BaseExecutor(threading.Thread, abc.ABC):
         self.done_count = 0
         self.failed_count = 0
         self.turn = 0  # which shard of a sharded queue is asked first (rotates every fetch)
+        # seconds until the rate limit's next token, when the last fetch registered this
+        # executor to take it (fetch.lua): it sleeps until then (no polling)
+        self.token_wait: float | None = None
         # what the autoscaler measures (worker/scaler.py): runs ended, their seconds, and
         # the CPU seconds of this thread while running them (thread executors)
         self.runs_ended = 0
@@ -195,6 +199,7 @@ class BaseExecutor(threading.Thread, abc.ABC):
         )
 
     def take(self, queue: str, reply: Any) -> list[Leased]:
+        self.token_wait = token_wait(self.storage, reply, self.token_wait)
         leased = self.storage.parse_fetch(queue, reply)
         self.hold(leased)
         return leased
@@ -349,6 +354,7 @@ class Executor(BaseExecutor):
         ops = self.write_ops()
         n_writes = len(ops)
         queues = self.fetch_order() if fetch else []
+        self.token_wait = None
         if queues:
             # one queue watched: when it is empty, be its waiter (an enqueue hands the next
             # task straight to this thread: one round trip from enqueue to start)
@@ -378,6 +384,10 @@ class Executor(BaseExecutor):
         wake list of the queue this thread is the waiter of (a handed task comes back leased,
         to run at once), else on the wake lists."""
         queue, self.waiting_on = self.waiting_on, None
+        token, self.token_wait = self.token_wait, None
+        if token is not None:  # registered for a rate limit's next token: sleep until it
+            wait_for_token(self.storage, self.wait_queues(), token, self.retired, self.should_exit)
+            return []
         if queue is None:
             self.storage.wait(self.wait_queues(), self.cfg.idle_wait)
             return []

@@ -334,3 +334,47 @@ local function requeue_one(tasks, source, ready, id, want, now)
   push_ready(tasks, ready, id, meta, payload, false)
   return true, meta
 end
+
+-- Rate limits (docs/queue-controls.md, "Rate limits"): a queue's `rate_limit` ("N/s", "N/m"
+-- or "N/h" in its config) and `rate_burst` (B >= 1, default 1) bound the leases it hands
+-- out, counted on Redis's clock by GCRA (a token bucket kept as one number): `tat` in the
+-- queue's `rate` hash is the theoretical arrival time of the next start; a start at `now`
+-- conforms while tat - now <= (B - 1) x T, T = the period / N, and moves tat on by T. Over
+-- any window of W ms at most W / T + B leases start (2 x N/s + B over 2 s). The same hash
+-- holds the slot registration: `slot` (ms) and `who` (worker TAB thread), the one throttled
+-- executor that sleeps until the next token (fetch.lua); every other idle executor sleeps on
+-- the wake list until woken.
+local RATE_UNITS = {s = 1000, m = 60000, h = 3600000}
+
+-- T (ms per start) and the tolerance (ms) of a config's rate, or nil when it has none
+local function rate_of(spec, burst)
+  if not spec then return nil end
+  local n, unit = string.match(spec, '^(%d+)/([smh])$')
+  if not n or tonumber(n) < 1 then return nil end
+  local t = RATE_UNITS[unit] / tonumber(n)
+  local b = math.max(1, math.floor(tonumber(burst or '1') or 1))
+  return t, (b - 1) * t
+end
+
+-- How many starts conform now, and the arrival time they count from
+local function rate_tokens(key, t, tau, now)
+  local tat = math.max(tonumber(redis.call('HGET', key, 'tat') or '0') or 0, now)
+  return math.max(0, math.floor((now + tau - tat) / t) + 1), tat
+end
+
+-- n starts were handed out at `now`
+local function rate_take(key, tat, t, n, now)
+  if n <= 0 then return end
+  tat = tat + n * t
+  redis.call('HSET', key, 'tat', string.format('%.17g', tat))
+  redis.call('PEXPIRE', key, math.ceil(tat - now) + 2000)
+end
+
+-- Is an executor other than (worker, thread) registered for the next token, and still live
+-- (its slot passed less than a second ago)?
+local function rate_sleeper(key, now, worker, thread)
+  local got = redis.call('HMGET', key, 'slot', 'who')
+  local slot = tonumber(got[1])
+  if not slot or slot + 1000 < now then return false end
+  return got[2] ~= (worker or '') .. '\t' .. (thread or '')
+end

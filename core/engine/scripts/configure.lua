@@ -2,14 +2,19 @@
 -- `when_full`, `block_timeout`). A raised or cleared limit may let idle workers fetch again,
 -- so wake one if tasks are waiting (the chain wake-up of fetch wakes the next); a raised or
 -- lifted `max_pending` moves buffered tasks in and frees blocked producers (room_made).
+-- A changed or lifted `rate_limit` / `rate_burst` drops the registration of the executor
+-- sleeping until the next token and wakes the idle executors (up to 16) when tasks wait:
+-- each fetches once under the new rate (the token state `tat` is kept).
 -- KEYS: 1 config, 2 wake, 3 ready:high, 4 ready:normal, 5 ready:low, 6 tasks, 7 overflow,
---       8 room
+--       8 room, 9 rate
 -- ARGV: field, value, field, value, ... ('' clears the field)
 -- Returns: how many buffered tasks moved into the ready lists.
 local ready = {high = KEYS[3], normal = KEYS[4], low = KEYS[5]}
 local before = tonumber(redis.call('HGET', KEYS[1], 'max_pending'))
 local was_full = before ~= nil and pending(ready, KEYS[6]) >= before  -- producers blocked?
+local rate_changed = false
 for i = 1, #ARGV, 2 do
+  if ARGV[i] == 'rate_limit' or ARGV[i] == 'rate_burst' then rate_changed = true end
   if ARGV[i + 1] == '' then
     redis.call('HDEL', KEYS[1], ARGV[i])
   else
@@ -23,5 +28,6 @@ if not cfg[1] and was_full then  -- no limit any more: free every blocked produc
   wake(KEYS[8], 16)
   redis.call('PEXPIRE', KEYS[8], 2000)
 end
-if pending(ready, KEYS[6]) > 0 then wake(KEYS[2]) end
+if rate_changed then redis.call('HDEL', KEYS[9], 'slot', 'who') end
+if pending(ready, KEYS[6]) > 0 then wake(KEYS[2], rate_changed and 16 or 1) end
 return moved

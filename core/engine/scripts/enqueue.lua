@@ -2,7 +2,7 @@
 -- KEYS: 1 tasks, 2 ready:high, 3 ready:normal, 4 ready:low, 5 delayed, 6 errors, 7 done,
 --       8 wake, 9 cronlast, 10 schedule, 11 config (`max_pending`, `when_full`), 12 overflow,
 --       13 totals (counters: `refused`, `overflowed`), 14 paused, 15 running, 16 fence,
---       17 waiter, 18 hand
+--       17 waiter, 18 hand, 19 rate (the queue's rate limit state, _lib.lua)
 -- ARGV: 7 fields per task: id, payload JSON, priority, delay_ms (0 = now; an absolute eta is
 --       turned into a delay by the client), first (0/1), cron entry name ('' = not cron),
 --       cron tick (ms)
@@ -18,9 +18,13 @@
 -- registered it as the queue's waiter), is leased straight to that executor and put on the
 -- queue's hand list, which the executor blocks on: enqueue to start is one round trip. The
 -- lease is an ordinary one (fence, running, deadline): a dead executor's is reaped.
+-- With a `rate_limit` the hand-over takes a token (none left: the task waits in ready), and
+-- no wake-up token is pushed while an executor sleeps until the next token (fetch.lua).
 local ready = {high = KEYS[2], normal = KEYS[3], low = KEYS[4]}
 local now = now_ms()
-local cfg = redis.call('HMGET', KEYS[11], 'max_pending', 'when_full', 'max_running')
+local cfg = redis.call('HMGET', KEYS[11], 'max_pending', 'when_full', 'max_running',
+  'rate_limit', 'rate_burst')
+local rate_t, rate_tau = rate_of(cfg[4], cfg[5])
 local limit, when_full = tonumber(cfg[1]), cfg[2] or 'raise'
 local waiting = nil  -- tasks in the ready lists, counted once, when a limit is set
 -- wake tokens owed, pushed once at the end (a batch of 500 tasks: one LLEN, <= 16 LPUSH)
@@ -48,6 +52,11 @@ local function hand_over(id, meta, payload)
     return false
   end
   if cfg[3] and redis.call('ZCARD', KEYS[15]) >= tonumber(cfg[3]) then return false end
+  if rate_t then
+    local avail, tat = rate_tokens(KEYS[19], rate_t, rate_tau, now)
+    if avail == 0 then return false end
+    rate_take(KEYS[19], tat, rate_t, 1, now)
+  end
   redis.call('DEL', KEYS[17])
   registered = nil
   lease_to(meta, redis.call('INCR', KEYS[16]), w[1], w[2], now)
@@ -148,6 +157,6 @@ for i = 1, #ARGV, 7 do
   out[#out + 1] = enqueue(id, ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3]),
     ARGV[i + 4] == '1', ARGV[i + 5], ARGV[i + 6])
 end
-if woken > 0 then wake(KEYS[8], woken) end
+if woken > 0 and not (rate_t and rate_sleeper(KEYS[19], now)) then wake(KEYS[8], woken) end
 if scheduled > 0 then wake(KEYS[10], scheduled) end
 return out

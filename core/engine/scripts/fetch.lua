@@ -4,7 +4,9 @@
 --       wide; a lease counts until it is acked, failed, released or reaped; `max_pending`
 --       and `when_full`: see room_made), 10 overflow, 11 room, 12 waiter, 13 hand,
 --       14 fetched (this executor's last fetch that took tasks: request id TAB id TAB
---       token ..., kept for the lease's length)
+--       token ..., kept for the lease's length), 15 rate (the queue's rate limit state:
+--       `tat`, and `slot` / `who`, the executor registered for the next token; _lib.lua),
+--       16 totals (`throttled`: fetches a rate limit held back)
 -- ARGV: 1 worker id, 2 thread name, 3 lease_ms, 4 max tasks, 5 wait_ms (> 0: when nothing
 --       is taken, register the caller as the queue's waiting executor for that long, so
 --       that the next enqueue leases its task straight to it: see enqueue.lua), 6 request
@@ -12,7 +14,11 @@
 --       took the tasks kept in `fetched` (its reply was lost) gets those leases again (the
 --       ones it still holds, as they are) and takes nothing new: docs/design.md, "Lost
 --       replies".
--- Returns: {registered (1/0), request id, id, token, failures, payload, ...}. `token` is
+-- Returns: {registered (1/0), request id, id, token, failures, payload, ...}. When the
+--          queue's `rate_limit` has no token for a task that is ready the fetch takes
+--          nothing and returns {2, request id} (another executor is registered for the next
+--          token: wait on the wake list as when idle) or {3, request id, ms until the next
+--          token} (the caller is now that executor: it sleeps until then, then fetches). `token` is
 --          the fencing token that ack/fail/renew/progress/release must present: it comes
 --          from the queue's counter, so it is larger than every token handed out before
 --          for any task of the queue. `failures` is how many runs of this series failed
@@ -65,12 +71,30 @@ if handed then
 end
 if redis.call('EXISTS', KEYS[6]) == 1 then return {0, rid} end
 local capped = false
-local cfg = redis.call('HMGET', KEYS[9], 'max_running', 'max_pending', 'when_full')
+local cfg = redis.call('HMGET', KEYS[9], 'max_running', 'max_pending', 'when_full',
+  'rate_limit', 'rate_burst')
 local cap = cfg[1]
 if cap then
   local free = tonumber(cap) - redis.call('ZCARD', KEYS[5])
   if free <= 0 then return {0, rid} end
   if free <= limit then limit, capped = free, true end
+end
+-- the rate limit: take at most the tokens there are; none, while tasks wait: throttled
+local rate_t, rate_tau = rate_of(cfg[4], cfg[5])
+local rate_tat, rated = nil, false
+if rate_t and limit > 0 then
+  local avail
+  avail, rate_tat = rate_tokens(KEYS[15], rate_t, rate_tau, now)
+  if avail == 0 and pending({high = KEYS[2], normal = KEYS[3], low = KEYS[4]}, KEYS[1]) > 0 then
+    redis.call('HINCRBY', KEYS[16], 'throttled', 1)
+    if rate_sleeper(KEYS[15], now, worker, thread) then return {2, rid} end
+    local slot = math.ceil(rate_tat - rate_tau)
+    redis.call('HSET', KEYS[15], 'slot', slot, 'who', worker .. '\t' .. thread)
+    redis.call('PEXPIRE', KEYS[15], math.ceil(rate_tat - now) + 2000)
+    return {3, rid, math.max(1, slot - now)}
+  end
+  if avail <= limit then limit, rated = avail, true end
+  if not rate_sleeper(KEYS[15], now, worker, thread) then redis.call('HDEL', KEYS[15], 'slot', 'who') end
 end
 local taken = {}
 local left = redis.call('HMGET', KEYS[1], '#high', '#normal', '#low')  -- leftovers, _lib.lua
@@ -102,6 +126,7 @@ if #taken == 0 then
   end
   return {0, rid}
 end
+if rate_t then rate_take(KEYS[15], rate_tat, rate_t, #taken, now) end
 local out, kept = {0, rid}, {}
 local first = redis.call('INCRBY', KEYS[8], #taken) - #taken
 for i, t in ipairs(taken) do
@@ -118,8 +143,10 @@ for i, t in ipairs(taken) do
 end
 taken_by_request(kept)
 -- more is ready than this caller took: wake another idle worker (chain wake-up), unless the
--- running limit is what stopped it (the end of a run wakes the next one, see slot_freed)
-if #taken == limit and not capped then
+-- running limit is what stopped it (the end of a run wakes the next one, see slot_freed),
+-- or the rate limit did and an executor sleeps until its next token (without one, the
+-- woken executor registers for it)
+if #taken == limit and not capped and not (rated and rate_sleeper(KEYS[15], now)) then
   for i = 2, 4 do
     if redis.call('LLEN', KEYS[i]) > 0 then wake(KEYS[7]); break end
   end

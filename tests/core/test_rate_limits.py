@@ -1,0 +1,129 @@
+"""A queue's rate limit (``configure_queue(q, rate_limit="N/s")``): the fetch script (and the
+enqueue's hand-over to an idle executor) takes no more tokens than GCRA on Redis's clock
+allows; a throttled fetch returns when the next token comes, to one executor only; a
+throttled task waits in its queue, never failed or retried. Worker processes sharing a
+rate: tests/worker/test_rate_limit.py; the model: tests/core/test_state_machine.py."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import ztq.core as ztq
+from ztq.core.engine.queue_limits import Rate
+from ztq.core.engine.storage import EnqueueEntry, Finished, Storage
+from ztq.core.errors import InvalidOption
+
+Q = "payments"
+
+
+def fill(storage: Storage, n: int, prefix: str = "t") -> list[str]:
+    ids = [f"{prefix}{i}" for i in range(n)]
+    payload = '{"task":"tests.sample_tasks.noop","args":[],"kwargs":{}}'
+    storage.call(*storage.enqueue_op(Q, [EnqueueEntry(i, payload) for i in ids]))
+    return ids
+
+
+def redis_ms(storage: Storage) -> int:
+    node = storage.client.get_node_from_key(storage.keys.rate(Q)) if storage.is_cluster else None
+    secs, micros = storage.client.time(target_nodes=node) if node else storage.client.time()
+    return int(secs) * 1000 + int(micros) // 1000
+
+
+def test_the_forms_accepted_and_the_one_line_refusal() -> None:
+    assert Rate.parse("20/s") == Rate(20, "s", 1)
+    assert Rate.parse("100/m burst 10") == Rate(100, "m", 10)
+    assert str(Rate.parse(" 5 / h  burst 3 ")) == "5/h burst 3"
+    assert Rate.parse("200/s").bound(2.0) == 401
+    for bad in ["20", "20/d", "0/s", "-1/s", "1.5/s", "20/s burst 0", "20/sec", 20, "", None]:
+        with pytest.raises(InvalidOption, match=r"'N/s', 'N/m' or 'N/h'") as err:
+            Rate.parse(bad)
+        assert "\n" not in str(err.value)
+
+
+def test_a_fetch_takes_the_tokens_there_are_and_names_the_next_one(storage: Storage) -> None:
+    fill(storage, 6)
+    ztq.configure_queue(Q, rate_limit="2/s burst 3")
+    assert storage.queue_config(Q) == {"rate_limit": "2/s burst 3"}
+    got = storage.fetch(Q, "w1", "t", 60_000, 10)
+    assert [g.id for g in got] == ["t0", "t1", "t2"]  # the burst, in order
+    op = storage.fetch_op(Q, "w2", "t", 60_000, 10)
+    reply = storage.call(*op)
+    assert storage.parse_fetch(Q, reply) == []
+    wait = storage.fetch_throttled(reply)
+    assert wait is not None and 0 < wait <= 0.5  # one token each 500 ms
+    # a second idle executor is not told the instant: it sleeps until woken
+    reply = storage.call(*storage.fetch_op(Q, "w3", "t", 60_000, 10))
+    assert storage.fetch_throttled(reply) == math.inf
+    assert storage.pending_count(Q) == 3  # the throttled tasks wait in the queue
+    assert storage.record(Q, "t3").state == "queued"  # type: ignore[union-attr]
+    assert int(storage.client.hget(storage.keys.totals(Q), "throttled")) == 2
+
+
+def test_the_bound_holds_on_redis_time(storage: Storage) -> None:
+    """Fetching as fast as possible for over a second: the starts (the records' `started`,
+    Redis's clock) in any window of W ms number at most W x rate + burst."""
+    fill(storage, 400)
+    rate = Rate.parse("100/s burst 5")
+    ztq.configure_queue(Q, rate_limit=str(rate))
+    starts: list[int] = []
+    begin = redis_ms(storage)
+    while redis_ms(storage) - begin < 1200:
+        for lease in storage.fetch(Q, "w1", "t", 60_000, 50):
+            starts.append(int(storage.record(Q, lease.id).meta["started"]))  # type: ignore[union-attr]
+    starts.sort()
+    assert 100 <= len(starts) <= rate.bound(1.2) + 1
+    for i, s in enumerate(starts):
+        in_window = sum(1 for x in starts[i:] if x - s <= 1000)
+        assert in_window <= rate.bound(1.0)
+
+
+def test_lifting_the_limit_wakes_the_idle_executors(storage: Storage) -> None:
+    fill(storage, 5)
+    ztq.configure_queue(Q, rate_limit="1/h")
+    assert len(storage.fetch(Q, "w1", "t", 60_000, 10)) == 1
+    reply = storage.call(*storage.fetch_op(Q, "w1", "t", 60_000, 10))
+    assert 3590 < (storage.fetch_throttled(reply) or 0) <= 3600
+    storage.client.delete(storage.keys.wake(Q))
+    ztq.configure_queue(Q, rate_limit=None)
+    assert storage.queue_config(Q) == {}
+    assert storage.client.llen(storage.keys.wake(Q)) >= 1  # the sleeper is woken now
+    assert storage.wait([Q], 0.5)
+    assert len(storage.fetch(Q, "w1", "t", 60_000, 10)) == 4
+
+
+def test_keep_semantics_and_bad_values(storage: Storage) -> None:
+    ztq.configure_queue(Q, rate_limit="3/m", max_running=2)
+    ztq.configure_queue(Q, max_running=None)  # the rate is kept
+    assert storage.queue_config(Q) == {"rate_limit": "3/m"}
+    with pytest.raises(InvalidOption, match="rate_limit must be"):
+        ztq.configure_queue(Q, rate_limit="3 per minute")
+    assert storage.queue_config(Q) == {"rate_limit": "3/m"}
+
+
+def test_the_hand_over_to_an_idle_executor_takes_a_token(storage: Storage) -> None:
+    ztq.configure_queue(Q, rate_limit="1/h")
+    reply = storage.call(*storage.fetch_op(Q, "w1", "t", 60_000, 1, 5_000))
+    assert storage.fetch_registered(reply)  # empty queue: w1 waits to be handed a task
+    fill(storage, 1, "a")
+    got = storage.wait_handed(Q, "w1", "t", 1.0)
+    assert not isinstance(got, bool) and got is not None and got.id == "a0"  # the one token
+    storage.ack(Q, "w1", [Finished(got.id, got.token, "x", "")])
+    reply = storage.call(*storage.fetch_op(Q, "w1", "t", 60_000, 1, 5_000))
+    assert storage.fetch_registered(reply)
+    fill(storage, 1, "b")  # no token left: not handed over, waits in ready
+    assert storage.client.llen(storage.keys.hand(Q)) == 0
+    assert storage.pending_count(Q) == 1
+    assert storage.record(Q, "b0").state == "queued"  # type: ignore[union-attr]
+
+
+def test_no_wake_up_while_an_executor_sleeps_until_the_next_token(storage: Storage) -> None:
+    fill(storage, 2)
+    ztq.configure_queue(Q, rate_limit="1/h")
+    storage.fetch(Q, "w1", "t", 60_000, 10)
+    reply = storage.call(*storage.fetch_op(Q, "w2", "t", 60_000, 10))
+    assert (storage.fetch_throttled(reply) or 0) > 1  # w2 sleeps until the token
+    storage.client.delete(storage.keys.wake(Q))
+    fill(storage, 3, "n")  # new work: nobody else is woken for it (no early wake-up)
+    assert storage.client.llen(storage.keys.wake(Q)) == 0
