@@ -140,4 +140,10 @@ MESSAGES: dict[str, str] = {
     "{name}: at most {n} tasks waiting; more wait in the overflow buffer.": "{name}：最多 {n} 个任务等待；更多的任务在溢出缓冲中等待。",
     "{name}: no pending limit.": "{name}：不限等待数量。",
     "No runs in the last 24 hours yet.": "最近 24 小时还没有运行。",
+    "Rate limit": "速率上限",
+    "Tasks of this queue started per second, minute or hour across every worker: 20/s, 100/m, 5/h, optionally followed by burst B; empty: no limit.": "所有工作进程合计每秒、每分钟或每小时启动本队列任务的上限：20/s、100/m、5/h，可加 burst B；留空表示不限制。",
+    "ready tasks waiting on the rate limit": "等待速率上限的就绪任务",
+    "Rate limit: {error}": "速率上限：{error}",
+    "{name}: at most {rate} started, on all workers.": "{name}：所有工作进程合计最多启动 {rate}。",
+    "{name}: no rate limit.": "{name}：不限速率。",
 }

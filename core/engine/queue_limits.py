@@ -128,6 +128,28 @@ class QueueLimits:
             out["rate_limit"] = str(self.rate_limit)
         return out
 
+    def describe(self) -> str:
+        """``at most 2 running at once; at most 100 waiting, then the overflow buffer; at most
+        20/s started`` (the rate part only when there is a rate limit)."""
+        running = f"at most {self.max_running} running at once" if self.max_running else (
+            "no running limit")  # fmt: skip
+        rate = f"; at most {self.rate_limit} started" if self.rate_limit else ""
+        if self.max_pending is None:
+            return f"{running}; no pending limit{rate}"
+        wait = f"then producers wait up to {self.block_timeout:g}s"
+        then = {"raise": "then QueueFull", "buffer": "then the overflow buffer", "block": wait}
+        return f"{running}; at most {self.max_pending} waiting, {then[self.when_full]}{rate}"
+
+    def rate_held(self, pending: int, tat: float, now: int) -> int:
+        """Of ``pending`` ready tasks, how many the rate limit holds back at ``now`` (Redis
+        ms; ``tat``: the limit's state, see _lib.lua): all but the tokens there are."""
+        if self.rate_limit is None or pending <= 0:
+            return 0
+        t = 1000 * RATE_UNITS[self.rate_limit.unit] / self.rate_limit.count
+        tat = max(tat, now)
+        tokens = max(0, math.floor((now + (self.rate_limit.burst - 1) * t - tat) / t) + 1)
+        return max(0, pending - tokens)
+
 
 def _limit(name: str, value: object) -> str:
     if value is None:

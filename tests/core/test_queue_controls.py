@@ -118,7 +118,7 @@ def doc_blocks(language: str) -> list[str]:
 def test_the_doc_examples_run_as_they_say(
     storage: Storage, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    serial, pressure, cancel = doc_blocks("python")
+    serial, pressure, rate, cancel = doc_blocks("python")
     namespace: dict[str, Any] = {"__name__": "docs_queue_controls"}
     exec(compile(serial, "docs/queue-controls.md", "exec"), namespace)  # noqa: S102
     assert storage.pending_count("xapian") == 3 and storage.queue_config("xapian") == {}
@@ -126,6 +126,10 @@ def test_the_doc_examples_run_as_they_say(
     assert storage.pending_count("thumbnails") == 3 and storage.queue_config("thumbnails") == {}
     assert int(storage.client.hget(storage.keys.totals("thumbnails"), "refused")) == 1
     said = re.search(r"print\(exc\)  # (.*)", pressure)
+    assert said and capsys.readouterr().out == said.group(1) + "\n"
+    exec(compile(rate, "docs/queue-controls.md", "exec"), namespace)  # noqa: S102
+    assert storage.pending_count("payments") == 3 and storage.queue_config("payments") == {}
+    said = re.search(r"print\(.*\)  # (.*)", rate)
     assert said and capsys.readouterr().out == said.group(1) + "\n"
     exec(compile(cancel, "docs/queue-controls.md", "exec"), namespace)  # noqa: S102
     assert namespace["h"].state.value == "none"
