@@ -53,13 +53,15 @@ bench-console: $(STAMP)
 # errors (bench.growth, docs/benchmarks.md); then the scale-out sections (docs/scaling.md):
 # 500 simulated workers on one Redis, and one busy queue over 3 Cluster masters by shards;
 # then the autoscaler against static splits of the same threads (docs/autoscaling.md); the
-# producers section (many threads and coroutines enqueueing at once) follows the peers' run
+# producers section (many threads and coroutines enqueueing at once) follows the peers' run;
+# last, the drain of a rate-limited queue against its limit (docs/queue-controls.md)
 bench: $(STAMP)
 	$(PY) -m bench.run
 	$(PY) -m bench.producers
 	$(PY) -m bench.many_workers
 	$(PY) -m bench.shards
 	$(PY) -m bench.autoscale
+	$(PY) -m bench.rate_limit
 
 clean:
 	rm -rf $(VENV) .venv-bench build *.egg-info .pytest_cache .mypy_cache .ruff_cache
