@@ -119,6 +119,12 @@ MISTAKES: tuple[Mistake, ...] = (
         "UnknownOption",
     ),
     _py(
+        'ztq.task(queue="mail", rate_limit="20 a second")(lambda: None)',
+        "rate_limit must be 'N/s', 'N/m' or 'N/h'",
+        "InvalidOption",
+        "refused when the module is imported, before any worker registers it",
+    ),
+    _py(
         'ztq.configure_queue("mail", max_pendng=5)',
         "unknown option 'max_pendng' for configure_queue; did you mean 'max_pending'?",
         "UnknownOption",

@@ -159,6 +159,7 @@ class App:
         on_batch: Callable[[], Any] | None = None,
         result_ttl: float | None = None,
         shards: int | None = None,
+        rate_limit: str | None = None,
     ) -> Callable[[Callable[P, R]], TaskFunction[P, R]]: ...
 
     @refuse_unknown_options("task")  # @task(retires=3): "did you mean 'retries'?"
@@ -179,6 +180,7 @@ class App:
         on_batch: Callable[[], Any] | None = None,
         result_ttl: float | None = None,
         shards: int | None = None,
+        rate_limit: str | None = None,
     ) -> Any:
         """Register a function as a task of this app, by default as ``module.qualname`` on
         queue ``default``.
@@ -188,7 +190,8 @@ class App:
         ``result_ttl`` (seconds) keeps its results that long instead of the worker's setting;
         ``shards=N`` spreads the queue over N sub-queues in N hash slots, so one busy queue
         can use several Redis Cluster masters (docs/scaling.md); every task of the queue must
-        give the same N.
+        give the same N. ``rate_limit="20/s"`` bounds its starts across the fleet
+        (docs/queue-controls.md, "A task's rate limit").
         """
 
         def register(f: Callable[..., Any]) -> TaskFunction[Any, Any]:
@@ -206,6 +209,7 @@ class App:
                 on_batch=on_batch,
                 result_ttl=result_ttl,
                 shards=shards,
+                rate_limit=rate_limit,
             )
             self.registry.add(tf)
             try:

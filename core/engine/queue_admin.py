@@ -8,11 +8,11 @@ limits are refused on a sharded queue, where no count holds queue-wide in one sl
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ztq.core.engine import queue_limits
 from ztq.core.engine.keys import check_physical, shard_names
-from ztq.core.engine.queue_limits import KEEP, Keep
+from ztq.core.engine.queue_limits import KEEP, Keep, Rate
 from ztq.core.engine.reads import Reads
 from ztq.core.errors import InvalidOption
 
@@ -100,6 +100,20 @@ class QueueAdmin(Reads):
         keys = [k.config(queue), k.wake(queue), *k.ready_all(queue), k.tasks(queue),
                 k.overflow(queue), k.room(queue), k.rate(queue)]  # fmt: skip
         return int(self.call("configure", keys, argv))
+
+    def task_rates(self, queue: str, rates: Mapping[str, Rate | None]) -> None:
+        """Write the task-level rate limits of ``queue``'s tasks into its config (a worker
+        serving it does, at start, for the tasks it registered): ``rate:<task>`` = ``N/u B``
+        (None: the field is dropped); fetch.lua enforces them (docs/queue-controls.md)."""
+        if not rates:
+            return
+        argv: list[str] = []
+        for name, rate in sorted(rates.items()):
+            argv += [f"rate:{name}", "" if rate is None else f"{rate.spec} {rate.burst}"]
+        k = self.keys
+        keys = [k.config(queue), k.wake(queue), *k.ready_all(queue), k.tasks(queue),
+                k.overflow(queue), k.room(queue), k.rate(queue)]  # fmt: skip
+        self.call("configure", keys, argv)
 
     # -- the console's undo and follow-through ---------------------------------------------
     def trash_errors(

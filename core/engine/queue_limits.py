@@ -10,6 +10,7 @@ answer into :class:`QueueFull` or a bounded wait for room (``when_full = block``
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import time
@@ -86,6 +87,7 @@ class QueueLimits:
     when_full: str = "raise"
     block_timeout: float = DEFAULT_BLOCK_TIMEOUT
     rate_limit: Rate | None = None
+    task_rates: tuple[tuple[str, Rate], ...] = ()  # the tasks' own (``@task(rate_limit=)``)
 
     @classmethod
     def from_hash(cls, raw: Mapping[Any, Any]) -> QueueLimits:
@@ -103,16 +105,23 @@ class QueueLimits:
         except ValueError:
             timeout = DEFAULT_BLOCK_TIMEOUT
         try:
-            rate: Rate | None = Rate.parse(text["rate_limit"])
-            rate = Rate(rate.count, rate.unit, count("rate_burst") or 1)
+            parsed = Rate.parse(text["rate_limit"])
+            rate: Rate | None = Rate(parsed.count, parsed.unit, count("rate_burst") or 1)
         except (KeyError, InvalidOption):
             rate = None
+        tasks = []
+        for field, spec in sorted(text.items()):
+            if field.startswith("rate:") and len(spec.split()) == 2:
+                with contextlib.suppress(InvalidOption):
+                    r = Rate.parse(spec.split()[0])
+                    tasks.append((field[5:], Rate(r.count, r.unit, max(1, int(spec.split()[1])))))
         return cls(
             count("max_running"),
             count("max_pending"),
             when if when in WHEN_FULL else "raise",
             timeout if math.isfinite(timeout) and timeout > 0 else DEFAULT_BLOCK_TIMEOUT,
             rate,
+            tuple(tasks),
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -126,6 +135,8 @@ class QueueLimits:
                 out["block_timeout"] = self.block_timeout
         if self.rate_limit is not None:
             out["rate_limit"] = str(self.rate_limit)
+        if self.task_rates:
+            out["task_rates"] = {name: str(rate) for name, rate in self.task_rates}
         return out
 
     def describe(self) -> str:
@@ -134,21 +145,30 @@ class QueueLimits:
         running = f"at most {self.max_running} running at once" if self.max_running else (
             "no running limit")  # fmt: skip
         rate = f"; at most {self.rate_limit} started" if self.rate_limit else ""
+        if self.task_rates:
+            rate += "; tasks: " + ", ".join(f"{n} at most {r}" for n, r in self.task_rates)
         if self.max_pending is None:
             return f"{running}; no pending limit{rate}"
         wait = f"then producers wait up to {self.block_timeout:g}s"
         then = {"raise": "then QueueFull", "buffer": "then the overflow buffer", "block": wait}
         return f"{running}; at most {self.max_pending} waiting, {then[self.when_full]}{rate}"
 
-    def rate_held(self, pending: int, tat: float, now: int) -> int:
-        """Of ``pending`` ready tasks, how many the rate limit holds back at ``now`` (Redis
-        ms; ``tat``: the limit's state, see _lib.lua): all but the tokens there are."""
-        if self.rate_limit is None or pending <= 0:
-            return 0
-        t = 1000 * RATE_UNITS[self.rate_limit.unit] / self.rate_limit.count
-        tat = max(tat, now)
-        tokens = max(0, math.floor((now + (self.rate_limit.burst - 1) * t - tat) / t) + 1)
-        return max(0, pending - tokens)
+    def rate_held(self, pending: int, state: Mapping[str, str], now: int) -> int:
+        """The tasks the rate limits hold back at ``now`` (Redis ms; ``state``: the queue's
+        rate hash, see _lib.lua): of the ``pending`` ready ones, all but the tokens there
+        are; and the tasks their own rate limit holds in ``delayed``, one per token reserved
+        ahead (a held task deleted still counts until its token's time)."""
+        held = 0
+        if self.rate_limit is not None and pending > 0:
+            t = 1000 * RATE_UNITS[self.rate_limit.unit] / self.rate_limit.count
+            tat = max(float(state.get("tat") or 0), now)
+            tokens = max(0, math.floor((now + (self.rate_limit.burst - 1) * t - tat) / t) + 1)
+            held = max(0, pending - tokens)
+        for name, rate in self.task_rates:
+            t = 1000 * RATE_UNITS[rate.unit] / rate.count
+            last = float(state.get(f"t:{name}") or 0) - t - (rate.burst - 1) * t
+            held += max(0, math.ceil((last - now) / t - 1e-9))
+        return held
 
 
 def _limit(name: str, value: object) -> str:

@@ -191,8 +191,9 @@ class TaskMoves(Transport):
         keys = self._fetch_keys.get(executor)
         if keys is None:
             k = self.keys
-            keys = [*self._key_list("fetch", queue), k.fetched(queue, f"{worker}/{thread}"),
-                    k.rate(queue), k.totals(queue)]  # fmt: skip
+            mine = k.fetched(queue, f"{worker}/{thread}")
+            keys = [*self._key_list("fetch", queue), mine, k.rate(queue), k.totals(queue),
+                    k.delayed(queue), k.schedule(queue)]  # fmt: skip
             self._fetch_keys[executor] = keys
         return ("fetch", keys, [worker, thread, int(lease_ms), int(limit), int(wait_ms), rid])
 

@@ -163,7 +163,7 @@ def queue_stats(
             pipe.zrange(k.errors(q), -1, -1, withscores=True)
             pipe.llen(k.overflow(q))
             pipe.hgetall(k.config(q))
-            pipe.hget(k.rate(q), "tat")
+            pipe.hgetall(k.rate(q))
             for minute in span:
                 pipe.hgetall(k.stats(q, minute))
         replies = iter(pipe.execute())
@@ -182,7 +182,7 @@ def queue_stats(
         first, last = next(replies), next(replies)
         overflow = int(next(replies)) - left["overflow"]
         limits = QueueLimits.from_hash(next(replies))
-        tat = float(next(replies) or 0)
+        rate_state = {str(f): str(v) for f, v in (next(replies) or {}).items()}
         chart, window = [], timings.Slot(0)
         for minute in span:
             slot = timings.parse(minute * 60, next(replies))
@@ -191,8 +191,9 @@ def queue_stats(
         errs = (int(first[0][1]) if first else None, int(last[0][1]) if last else None)
         out.append(QueueStats(q, ready, delayed, running, errors, bool(paused), None, *errs,
                               chart, window, [], overflow, limits))  # fmt: skip
-        if limits.rate_limit is not None:
-            out[-1].rate_held = limits.rate_held(sum(ready.values()), tat, redis_now(storage))
+        if limits.rate_limit is not None or limits.task_rates:
+            now_ms = redis_now(storage)
+            out[-1].rate_held = limits.rate_held(sum(ready.values()), rate_state, now_ms)
     by_name = {s.name: s for s in out}
     for (q, _), rec in zip(heads, fetch_records(storage, heads), strict=True):
         enq = rec.get("enqueued") if rec and rec.state.value == "queued" else None

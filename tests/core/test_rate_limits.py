@@ -7,6 +7,7 @@ rate: tests/worker/test_rate_limit.py; the model: tests/core/test_state_machine.
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 
@@ -127,3 +128,50 @@ def test_no_wake_up_while_an_executor_sleeps_until_the_next_token(storage: Stora
     storage.client.delete(storage.keys.wake(Q))
     fill(storage, 3, "n")  # new work: nobody else is woken for it (no early wake-up)
     assert storage.client.llen(storage.keys.wake(Q)) == 0
+
+
+# -- a task's own rate limit (@task(rate_limit=...)) -------------------------------------------
+def call(storage: Storage, *tasks: tuple[str, str]) -> None:
+    """Enqueue (id, task name) pairs in order, payloads in ztq's list form."""
+    entries = [EnqueueEntry(i, f'["{name}",[]]') for i, name in tasks]
+    storage.call(*storage.enqueue_op(Q, entries))
+
+
+def test_a_task_limit_holds_its_tasks_and_not_the_others(storage: Storage) -> None:
+    storage.task_rates(Q, {"api": Rate(1, "h", 2), "other": None})
+    assert storage.queue_config(Q) == {"task_rates": {"api": "1/h burst 2"}}
+    call(storage, ("a1", "api"), ("a2", "api"), ("a3", "api"), ("b1", "other"),
+         ("a4", "api"), ("b2", "other"))  # fmt: skip
+    got = storage.fetch(Q, "w1", "t", 60_000, 10)
+    assert [g.id for g in got] == ["a1", "a2", "b1", "b2"]  # the others are not held up
+    now = redis_ms(storage)
+    held = dict(storage.client.zrange(storage.keys.delayed(Q), 0, -1, withscores=True))
+    assert set(held) == {"a3", "a4"}  # each until the token reserved for it, in order
+    assert 0 < held["a3"] - now <= 3_600_000 < held["a4"] - now <= 7_200_000
+    for i in ("a3", "a4"):
+        rec = storage.record(Q, i)
+        assert rec is not None and rec.state == "queued"  # waiting in its queue, as ping says
+        assert rec.meta.get("attempts") is None and rec.meta.get("failures") is None
+    assert ztq.ping("a3", Q) == "queued"
+    assert storage.fetch(Q, "w1", "t", 60_000, 10) == []
+    from ztq.core.monitor import overview
+
+    [row] = overview.queues(storage, [Q], 30)
+    assert (row["task_rates"], row["rate_held"]) == ({"api": "1/h burst 2"}, 2)
+    storage.task_rates(Q, {"api": None})  # a worker whose task has no limit any more
+    assert storage.queue_config(Q) == {}
+
+
+def test_held_tasks_come_back_at_the_head_in_their_order(storage: Storage) -> None:
+    storage.task_rates(Q, {"api": Rate(20, "s", 1)})  # a token each 50 ms
+    call(storage, ("a1", "api"), ("a2", "api"), ("a3", "api"), ("b1", "other"))
+    assert [g.id for g in storage.fetch(Q, "w1", "t", 60_000, 10)] == ["a1", "b1"]
+    call(storage, ("c1", "other"))  # arrived after them: runs after them
+    deadline = max(s for _, s in storage.client.zrange(storage.keys.delayed(Q), 0, -1,
+                                                        withscores=True))  # fmt: skip
+    while redis_ms(storage) < deadline:  # the tokens' time, on Redis's clock
+        time.sleep(0.01)
+    assert storage.promote(Q).moved == 2
+    got = storage.fetch(Q, "w1", "t", 60_000, 10)
+    assert [g.id for g in got] == ["a2", "a3", "c1"]  # their tokens were theirs already
+    assert [int(storage.record(Q, g.id).meta["attempts"]) for g in got] == [1, 1, 1]  # type: ignore[union-attr]

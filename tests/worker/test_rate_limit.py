@@ -6,6 +6,7 @@ lifting the limit wakes the sleeping threads at once."""
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 
 import ztq.core as ztq
 from tests import sample_tasks as t
-from tests.worker.conftest import wait_for, worker_processes
+from tests.worker.conftest import ROOT, stop_process, wait_for, worker_processes
 from ztq.core.engine.queue_limits import Rate
 
 pytestmark = pytest.mark.slow
@@ -73,3 +74,39 @@ def test_a_throttled_thread_sleeps_until_its_token(workers: list[subprocess.Pope
     wait_for(lambda: all(h.state.value == "done" for h in handles), timeout=5, every=0.02)
     assert time.monotonic() - lifted < 1.5
     assert all(ztq.get_storage().record(Q, h.id).meta.get("attempts") == 1 for h in handles)
+
+
+def test_a_task_limit_holds_only_that_task(redis_url: str, tmp_path: Path) -> None:
+    """Two worker processes register ``call_api`` (4/s, its own limit) and ``local_work``
+    (none) of one queue. Queued first, the limited task does not hold up the other: its
+    tasks wait in the queue's delayed set (shown as queued, never failed or retried), start
+    at most 4 a second, in their order; the others run at once."""
+    from tests import rate_tasks as r
+
+    procs = []
+    try:
+        for i in range(2):
+            log = open(tmp_path / f"p{i}.log", "ab")  # noqa: SIM115 - closed with the process
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "ztq.worker", "--redis", redis_url, "--name", f"p{i}",
+                 "--import", "tests.rate_tasks", "--queue", "paced:2", "--heartbeat", "0.3",
+                 "--log-level", "warning"], cwd=ROOT, stdout=log, stderr=log))  # fmt: skip
+        st = ztq.get_storage()
+        wait_for(lambda: st.queue_limits("paced").task_rates, timeout=20)
+        api = [r.call_api.delay(n) for n in range(8)]
+        local = [r.local_work.delay(n) for n in range(8)]
+        began = time.monotonic()
+        wait_for(lambda: all(h.state.value == "done" for h in local), timeout=10)
+        assert time.monotonic() - began < 1.0  # not behind the 8 limited ones (2 s of tokens)
+        assert any(h.state.value == "queued" for h in api)  # held: still waiting
+        wait_for(lambda: all(h.state.value == "done" for h in api), timeout=15)
+        entries = st.client.xrange(st.keys.history("paced"), "-", "+")
+        runs = [(int(f["started"]), str(f["id"])) for _, f in entries if f["task"].endswith("api")]
+        times = [s for s, _ in sorted(runs)]
+        assert len(times) == 8 and [i for _, i in sorted(runs)] == [h.id for h in api]  # in order
+        for i, s in enumerate(times):
+            assert sum(1 for x in times[i:] if x - s <= 1000) <= Rate(4, "s").bound(1.0)
+        assert all(st.record("paced", h.id).meta.get("attempts") == 1 for h in api)
+    finally:
+        for p in procs:
+            stop_process(p)

@@ -91,8 +91,9 @@ def _queues_table(queues: list[dict[str, Any]]) -> RenderableType:
         r = q["ready"]
         errors = Text(str(q["errors"]), style="red" if q["errors"] else "")
         state = Text("paused", style="yellow") if q["paused"] else Text("active")
-        if q["rate_limit"]:  # the rate limit, and the tasks it holds back now
-            state += Text(f" {q['rate_limit']}: {q['rate_held']} held", style="cyan")
+        if q["rate_limit"] or q["task_rates"]:  # the rate limits, and the tasks held now
+            rate = q["rate_limit"] or "task limits"
+            state += Text(f" {rate}: {q['rate_held']} held", style="cyan")
         threads = Text(str(q["threads"]), style="" if q["threads"] else "bold red")
         t.add_row(q["name"], f"{r.get('high', 0)}/{r.get('normal', 0)}/{r.get('low', 0)}",
                   str(q["delayed"]), str(q["running"]), errors, str(q["done_hour"]),

@@ -205,7 +205,7 @@ class AsyncExecutor(BaseExecutor):
         paused = not fetch and not exiting and free > 0
         # registered for a rate limit's next token: wake at that instant (asyncio's timer),
         # a wake-up token or a run's end sooner
-        token, self.token_wait = self.token_wait, None
+        token = self.pop_token_wait()
         await self._wait(fetch=fetch, timeout=PAUSED_LOOK if paused or exiting else token)
         return False
 

@@ -21,7 +21,7 @@ from ztq.core.engine.storage import Storage
 TOKEN_MARGIN = 0.2
 
 
-def token_wait(storage: Storage, reply: Any, before: float | None) -> float | None:
+def next_token_wait(storage: Storage, reply: Any, before: float | None) -> float | None:
     """The seconds until the next token when this fetch ``reply`` registered the caller for
     it (the sooner of that and ``before``), else ``before``."""
     throttled = storage.fetch_throttled(reply)

@@ -362,12 +362,18 @@ local function rate_tokens(key, t, tau, now)
   return math.max(0, math.floor((now + tau - tat) / t) + 1), tat
 end
 
+-- The rate hash lives until 2 s after its latest arrival time (never shortened)
+local function rate_keep(key, tat, now)
+  local want = math.ceil(tat - now) + 2000
+  if redis.call('PTTL', key) < want then redis.call('PEXPIRE', key, want) end
+end
+
 -- n starts were handed out at `now`
 local function rate_take(key, tat, t, n, now)
   if n <= 0 then return end
   tat = tat + n * t
   redis.call('HSET', key, 'tat', string.format('%.17g', tat))
-  redis.call('PEXPIRE', key, math.ceil(tat - now) + 2000)
+  rate_keep(key, tat, now)
 end
 
 -- Is an executor other than (worker, thread) registered for the next token, and still live
@@ -377,4 +383,32 @@ local function rate_sleeper(key, now, worker, thread)
   local slot = tonumber(got[1])
   if not slot or slot + 1000 < now then return false end
   return got[2] ~= (worker or '') .. '\t' .. (thread or '')
+end
+
+-- A task's own rate limit (`@task(rate_limit=...)`: `rate:<task>` = 'N/u B' in the queue's
+-- config, written by the workers that register the task; field `t:<task>` of the rate hash
+-- is its arrival time). The task's name is the first field of its payload (read with a
+-- string match, the payload is not decoded). Returns nil when the task may start now (its
+-- token is taken), or the time (ms) of the token reserved for it: the caller holds it until
+-- then. A held task (meta.held) owns its token already and starts at its time.
+local function task_gate(config, key, meta, payload, now)
+  if meta.held then
+    if (tonumber(meta.due) or 0) > now then return meta.due end  -- early (run now): back
+    meta.held = nil
+    return nil
+  end
+  local name = string.match(payload, '^%[%s*"([^"\\]+)"')
+    or string.match(payload, '"task"%s*:%s*"([^"\\]+)"')
+  if not name then return nil end
+  local spec = redis.call('HGET', config, 'rate:' .. name)
+  if not spec then return nil end
+  local t, tau = rate_of(string.match(spec, '^(%S+)'), string.match(spec, ' (%d+)$'))
+  if not t then return nil end
+  local field = 't:' .. name
+  local tat = math.max(tonumber(redis.call('HGET', key, field) or '0') or 0, now)
+  redis.call('HSET', key, field, string.format('%.17g', tat + t))
+  rate_keep(key, tat + t, now)
+  local at = tat - tau  -- when this start conforms
+  if at <= now then return nil end
+  return math.ceil(at)
 end

@@ -7,14 +7,20 @@
 -- each fetches once under the new rate (the token state `tat` is kept).
 -- KEYS: 1 config, 2 wake, 3 ready:high, 4 ready:normal, 5 ready:low, 6 tasks, 7 overflow,
 --       8 room, 9 rate
--- ARGV: field, value, field, value, ... ('' clears the field)
+-- ARGV: field, value, field, value, ... ('' clears the field); `rate:<task>` fields are
+--       the task-level rate limits (`N/u B`), counted into `task_rates`
 -- Returns: how many buffered tasks moved into the ready lists.
 local ready = {high = KEYS[3], normal = KEYS[4], low = KEYS[5]}
 local before = tonumber(redis.call('HGET', KEYS[1], 'max_pending'))
 local was_full = before ~= nil and pending(ready, KEYS[6]) >= before  -- producers blocked?
-local rate_changed = false
+local rate_changed, task_rates = false, false
 for i = 1, #ARGV, 2 do
   if ARGV[i] == 'rate_limit' or ARGV[i] == 'rate_burst' then rate_changed = true end
+  if string.sub(ARGV[i], 1, 5) == 'rate:' then  -- a task's rate limit (a worker's start)
+    task_rates = true
+    local old = redis.call('HGET', KEYS[1], ARGV[i])
+    if (old or '') ~= ARGV[i + 1] then rate_changed = true end
+  end
   if ARGV[i + 1] == '' then
     redis.call('HDEL', KEYS[1], ARGV[i])
   else
@@ -27,6 +33,14 @@ local moved = room_made({tasks = KEYS[6], ready = ready, overflow = KEYS[7], roo
 if not cfg[1] and was_full then  -- no limit any more: free every blocked producer
   wake(KEYS[8], 16)
   redis.call('PEXPIRE', KEYS[8], 2000)
+end
+if task_rates then  -- `task_rates`: how many tasks have one (fetch looks only then)
+  local n = 0
+  for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
+    if string.sub(field, 1, 5) == 'rate:' then n = n + 1 end
+  end
+  if n > 0 then redis.call('HSET', KEYS[1], 'task_rates', n)
+  else redis.call('HDEL', KEYS[1], 'task_rates') end
 end
 if rate_changed then redis.call('HDEL', KEYS[9], 'slot', 'who') end
 if pending(ready, KEYS[6]) > 0 then wake(KEYS[2], rate_changed and 16 or 1) end

@@ -6,7 +6,10 @@
 --       14 fetched (this executor's last fetch that took tasks: request id TAB id TAB
 --       token ..., kept for the lease's length), 15 rate (the queue's rate limit state:
 --       `tat`, and `slot` / `who`, the executor registered for the next token; _lib.lua),
---       16 totals (`throttled`: fetches a rate limit held back)
+--       16 totals (`throttled`: fetches a rate limit held back), 17 delayed, 18 schedule
+--       (a task whose own rate limit has no token now is held in `delayed` until the token
+--       reserved for it: state `delayed` with `held`, back at the head of its level then;
+--       its scheduler is woken: _lib.lua task_gate, promote.lua)
 -- ARGV: 1 worker id, 2 thread name, 3 lease_ms, 4 max tasks, 5 wait_ms (> 0: when nothing
 --       is taken, register the caller as the queue's waiting executor for that long, so
 --       that the next enqueue leases its task straight to it: see enqueue.lua), 6 request
@@ -72,7 +75,7 @@ end
 if redis.call('EXISTS', KEYS[6]) == 1 then return {0, rid} end
 local capped = false
 local cfg = redis.call('HMGET', KEYS[9], 'max_running', 'max_pending', 'when_full',
-  'rate_limit', 'rate_burst')
+  'rate_limit', 'rate_burst', 'task_rates')
 local cap = cfg[1]
 if cap then
   local free = tonumber(cap) - redis.call('ZCARD', KEYS[5])
@@ -96,7 +99,7 @@ if rate_t and limit > 0 then
   if avail <= limit then limit, rated = avail, true end
   if not rate_sleeper(KEYS[15], now, worker, thread) then redis.call('HDEL', KEYS[15], 'slot', 'who') end
 end
-local taken = {}
+local taken, held, HOLD_MAX = {}, 0, 100  -- at most 100 held per call: the call stays short
 local left = redis.call('HMGET', KEYS[1], '#high', '#normal', '#low')  -- leftovers, _lib.lua
 for i, level in ipairs({'high', 'normal', 'low'}) do
   while #taken < limit do
@@ -104,9 +107,20 @@ for i, level in ipairs({'high', 'normal', 'low'}) do
     if not entry then break end
     -- a leftover (a deleted or moved task's old entry) is dropped with its mark
     local id, meta, payload = popped(KEYS[1], level, entry, 'queued', left[i] ~= false)
-    if id then taken[#taken + 1] = {id, meta, payload} end
+    local due = id and cfg[6] and task_gate(KEYS[9], KEYS[15], meta, payload, now)
+    if due then  -- its own rate limit: held until its token (never failed, never retried)
+      meta.state, meta.due, meta.held = 'delayed', due, 1
+      save(KEYS[1], id, meta, payload)
+      redis.call('ZADD', KEYS[17], due, id)
+      held = held + 1
+      if held >= HOLD_MAX then break end
+    elseif id then
+      taken[#taken + 1] = {id, meta, payload}
+    end
   end
+  if held >= HOLD_MAX then break end
 end
+if held > 0 then wake(KEYS[18]) end  -- a scheduler may have to wake up sooner
 -- the queue drained by #taken: fill it from its overflow buffer, free blocked producers
 if cfg[2] or redis.call('LLEN', KEYS[10]) > 0 then
   local q = {tasks = KEYS[1], ready = {high = KEYS[2], normal = KEYS[3], low = KEYS[4]},
