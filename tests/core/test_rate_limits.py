@@ -175,3 +175,16 @@ def test_held_tasks_come_back_at_the_head_in_their_order(storage: Storage) -> No
     got = storage.fetch(Q, "w1", "t", 60_000, 10)
     assert [g.id for g in got] == ["a2", "a3", "c1"]  # their tokens were theirs already
     assert [int(storage.record(Q, g.id).meta["attempts"]) for g in got] == [1, 1, 1]  # type: ignore[union-attr]
+
+
+def test_a_queue_with_task_limits_hands_nothing_over(storage: Storage) -> None:
+    storage.task_rates(Q, {"api": Rate(1, "h")})
+    reply = storage.call(*storage.fetch_op(Q, "w1", "t", 60_000, 1, 5_000))
+    assert storage.fetch_registered(reply)
+    call(storage, ("a1", "api"))
+    assert storage.client.llen(storage.keys.hand(Q)) == 0  # woken instead: the fetch checks
+    assert storage.client.llen(storage.keys.wake(Q)) >= 1
+    assert [g.id for g in storage.fetch(Q, "w1", "t", 60_000, 1)] == ["a1"]
+    call(storage, ("a2", "api"))
+    assert storage.fetch(Q, "w1", "t", 60_000, 1) == []  # held: 1/h
+    assert storage.record(Q, "a2").state == "queued"  # type: ignore[union-attr]

@@ -10,6 +10,15 @@
 -- ARGV: field, value, field, value, ... ('' clears the field); `rate:<task>` fields are
 --       the task-level rate limits (`N/u B`), counted into `task_rates`
 -- Returns: how many buffered tasks moved into the ready lists.
+-- a worker's start writing its tasks' rate limits as they are stored already: no change
+local same = true
+for i = 1, #ARGV, 2 do
+  if string.sub(ARGV[i], 1, 5) ~= 'rate:' or (redis.call('HGET', KEYS[1], ARGV[i]) or '') ~= ARGV[i + 1] then
+    same = false
+    break
+  end
+end
+if same then return 0 end
 local ready = {high = KEYS[3], normal = KEYS[4], low = KEYS[5]}
 local before = tonumber(redis.call('HGET', KEYS[1], 'max_pending'))
 local was_full = before ~= nil and pending(ready, KEYS[6]) >= before  -- producers blocked?

@@ -19,11 +19,12 @@
 -- queue's hand list, which the executor blocks on: enqueue to start is one round trip. The
 -- lease is an ordinary one (fence, running, deadline): a dead executor's is reaped.
 -- With a `rate_limit` the hand-over takes a token (none left: the task waits in ready), and
--- no wake-up token is pushed while an executor sleeps until the next token (fetch.lua).
+-- no wake-up token is pushed while an executor sleeps until the next token (fetch.lua). A
+-- queue with task-level rate limits (`task_rates`) hands nothing over: the fetch checks them.
 local ready = {high = KEYS[2], normal = KEYS[3], low = KEYS[4]}
 local now = now_ms()
 local cfg = redis.call('HMGET', KEYS[11], 'max_pending', 'when_full', 'max_running',
-  'rate_limit', 'rate_burst')
+  'rate_limit', 'rate_burst', 'task_rates')
 local rate_t, rate_tau = rate_of(cfg[4], cfg[5])
 local limit, when_full = tonumber(cfg[1]), cfg[2] or 'raise'
 local waiting = nil  -- tasks in the ready lists, counted once, when a limit is set
@@ -52,6 +53,7 @@ local function hand_over(id, meta, payload)
     return false
   end
   if cfg[3] and redis.call('ZCARD', KEYS[15]) >= tonumber(cfg[3]) then return false end
+  if cfg[6] then return false end  -- tasks with their own rate limit: fetch.lua checks them
   if rate_t then
     local avail, tat = rate_tokens(KEYS[19], rate_t, rate_tau, now)
     if avail == 0 then return false end
