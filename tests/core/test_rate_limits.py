@@ -188,3 +188,18 @@ def test_a_queue_with_task_limits_hands_nothing_over(storage: Storage) -> None:
     call(storage, ("a2", "api"))
     assert storage.fetch(Q, "w1", "t", 60_000, 1) == []  # held: 1/h
     assert storage.record(Q, "a2").state == "queued"  # type: ignore[union-attr]
+
+
+def test_a_held_task_that_starts_keeps_no_mark(storage: Storage) -> None:
+    """Once leased, a held task is an ordinary run: a retry later is a plain delayed task
+    (shown as delayed, back at the tail), and its waiting time counts from its enqueue."""
+    storage.task_rates(Q, {"api": Rate(20, "s", 1)})
+    call(storage, ("a1", "api"), ("a2", "api"))
+    storage.fetch(Q, "w1", "t", 60_000, 10)
+    assert storage.record(Q, "a2").meta.get("held") == 1  # type: ignore[union-attr]
+    storage.requeue(Q, "delayed", ["a2"])  # run now
+    [lease] = storage.fetch(Q, "w1", "t", 60_000, 10)
+    meta = storage.record(Q, "a2").meta  # type: ignore[union-attr]
+    assert lease.id == "a2" and "held" not in meta and "due" not in meta
+    assert storage.fail(Q, "w1", "a2", lease.token, "api", "E: x", "", retry_delay_ms=60_000)
+    assert storage.record(Q, "a2").state == "delayed"  # type: ignore[union-attr]

@@ -87,6 +87,8 @@ end
 -- A lease: the record of a task handed to (worker, thread) with the fencing token `token`
 -- (fetch, and an enqueue that hands a task to the queue's waiting executor).
 local function lease_to(meta, token, worker, thread, now)
+  -- a task a task rate limit held (fetch.lua) starts: its wait counts from its enqueue
+  if meta.held then meta.held, meta.due = nil, nil end
   meta.state = 'running'
   meta.fence = string.format('%d', token)
   meta.attempts = (meta.attempts or 0) + 1
@@ -390,13 +392,10 @@ end
 -- is its arrival time). The task's name is the first field of its payload (read with a
 -- string match, the payload is not decoded). Returns nil when the task may start now (its
 -- token is taken), or the time (ms) of the token reserved for it: the caller holds it until
--- then. A held task (meta.held) owns its token already and starts at its time.
+-- then. A held task (meta.held) owns its token already: promote.lua brings it back at the
+-- token's time (an operator's "run now" sooner).
 local function task_gate(config, key, meta, payload, now)
-  if meta.held then
-    if (tonumber(meta.due) or 0) > now then return meta.due end  -- early (run now): back
-    meta.held = nil
-    return nil
-  end
+  if meta.held then return nil end  -- its token is reserved: it starts (lease_to clears it)
   local name = string.match(payload, '^%[%s*"([^"\\]+)"')
     or string.match(payload, '"task"%s*:%s*"([^"\\]+)"')
   if not name then return nil end

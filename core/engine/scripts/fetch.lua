@@ -93,11 +93,13 @@ if rate_t and limit > 0 then
     if rate_sleeper(KEYS[15], now, worker, thread) then return {2, rid} end
     local slot = math.ceil(rate_tat - rate_tau)
     redis.call('HSET', KEYS[15], 'slot', slot, 'who', worker .. '\t' .. thread)
-    redis.call('PEXPIRE', KEYS[15], math.ceil(rate_tat - now) + 2000)
+    rate_keep(KEYS[15], rate_tat, now)
     return {3, rid, math.max(1, slot - now)}
   end
   if avail <= limit then limit, rated = avail, true end
-  if not rate_sleeper(KEYS[15], now, worker, thread) then redis.call('HDEL', KEYS[15], 'slot', 'who') end
+  if not rate_sleeper(KEYS[15], now, worker, thread) then  -- it was this caller's: done
+    redis.call('HDEL', KEYS[15], 'slot', 'who')
+  end
 end
 local taken, held, HOLD_MAX = {}, 0, 100  -- at most 100 held per call: the call stays short
 local left = redis.call('HMGET', KEYS[1], '#high', '#normal', '#low')  -- leftovers, _lib.lua
