@@ -54,7 +54,8 @@ bench-console: $(STAMP)
 # 500 simulated workers on one Redis, and one busy queue over 3 Cluster masters by shards;
 # then the autoscaler against static splits of the same threads (docs/autoscaling.md); the
 # producers section (many threads and coroutines enqueueing at once) follows the peers' run,
-# then enqueue in a batch against one by one and a transaction (bench/batches.py)
+# then enqueue in a batch against one by one and a transaction (bench/batches.py); last, the
+# drain of a rate-limited queue against its limit (docs/queue-controls.md)
 bench: $(STAMP)
 	$(PY) -m bench.run
 	$(PY) -m bench.producers
@@ -62,6 +63,7 @@ bench: $(STAMP)
 	$(PY) -m bench.many_workers
 	$(PY) -m bench.shards
 	$(PY) -m bench.autoscale
+	$(PY) -m bench.rate_limit
 
 clean:
 	rm -rf $(VENV) .venv-bench build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -168,4 +168,10 @@ MESSAGES: dict[str, str] = {
     "Older": "更早",
     "Newer": "更新",
     "Members {first}–{last} of {n}": "成员 {first}–{last}，共 {n} 个",
+    "Rate limit": "速率上限",
+    "Tasks of this queue started per second, minute or hour across every worker: 20/s, 100/m, 5/h, optionally followed by burst B; empty: no limit.": "所有工作进程合计每秒、每分钟或每小时启动本队列任务的上限：20/s、100/m、5/h，可加 burst B；留空表示不限制。",
+    "ready tasks waiting on the rate limit": "等待速率上限的就绪任务",
+    "Rate limit: {error}": "速率上限：{error}",
+    "{name}: at most {rate} started, on all workers.": "{name}：所有工作进程合计最多启动 {rate}。",
+    "{name}: no rate limit.": "{name}：不限速率。",
 }

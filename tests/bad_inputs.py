@@ -122,6 +122,12 @@ MISTAKES: tuple[Mistake, ...] = (
         "UnknownOption",
     ),
     _py(
+        'ztq.task(queue="mail", rate_limit="20 a second")(lambda: None)',
+        "rate_limit must be 'N/s', 'N/m' or 'N/h'",
+        "InvalidOption",
+        "refused when the module is imported, before any worker registers it",
+    ),
+    _py(
         'ztq.configure_queue("mail", max_pendng=5)',
         "unknown option 'max_pendng' for configure_queue; did you mean 'max_pending'?",
         "UnknownOption",
@@ -281,6 +287,14 @@ MISTAKES: tuple[Mistake, ...] = (
         "no batch 'nope' (never made, or expired after it finished)",
         "NotFound",
     ),
+    _py(
+        'ztq.configure_queue("mail", rate_limit="20 per second")',
+        "rate_limit must be 'N/s', 'N/m' or 'N/h' (N a whole number >= 1), optionally "
+        "followed by ' burst B' (B >= 1), e.g. '20/s' or '100/m burst 10', or None to lift "
+        "it; not '20 per second'",
+        "InvalidOption",
+        "a rate is a count per s, m or h",
+    ),
     # -- the ztq command and the environment ------------------------------------------------
     _cli(
         "ztq enqueue tests.sample_tasks.add --args [1,2] --expires 0",
@@ -328,6 +342,12 @@ MISTAKES: tuple[Mistake, ...] = (
     _cli("ztq redo nosuchqueue --all", "no queue nosuchqueue", 1),
     _cli("ztq redo mail", "ztq redo QUEUE ID... | ztq redo QUEUE --all", 2),
     _cli("ztq queue pause nosuchqueue", "no queue nosuchqueue", 1),
+    _cli(
+        "ztq queue limit mail --rate-limit 20/d",
+        "rate_limit must be 'N/s', 'N/m' or 'N/h'",
+        2,
+        "a day is not a unit: 20/d is about 1/h burst 20",
+    ),
     _cli("ztq task nosuchid", "no task nosuchid", 1),
     _cli(
         "ztq enqueue nosuch.task",
@@ -404,6 +424,11 @@ MISTAKES: tuple[Mistake, ...] = (
     _form(
         "POST /queues/mail/state action=pending max_pending=-3",
         "Pending limit: 1-100000000 or empty",
+        303,
+    ),
+    _form(
+        "POST /queues/mail/state action=rate rate_limit=fast",
+        "Rate limit: rate_limit must be",
         303,
     ),
     _form("POST /queues/nosuch/state action=pause", "Not found", 404),

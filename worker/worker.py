@@ -173,8 +173,9 @@ class Worker(Control):
             n = max(self.cfg.shards.get(queue, 1), self.app.registry.shards(queue))
             if n > 1:
                 self.storage.register_shards(queue, n)
-            else:
+            else:  # the task-level rate limits of its tasks (none on a sharded queue)
                 self.storage.register_queue(queue)
+                self.storage.task_rates(queue, self.app.registry.rates(queue))
         self.refresh_shards()
 
     def refresh_shards(self, known: list[str] | None = None) -> None:

@@ -228,6 +228,12 @@ def metrics(request: Any) -> Response:
     )):  # fmt: skip
         family(f"ztq_enqueue_{key}_total", "counter", text,
                [({"queue": q}, counts[n]) for q, counts in pressure.items()])  # fmt: skip
+    family("ztq_fetch_throttled_total", "counter",
+           "Fetches the queue's rate limit held back (tasks ready, no token).",
+           [({"queue": q}, counts[2]) for q, counts in pressure.items()])  # fmt: skip
+    family("ztq_queue_rate_held", "gauge",
+           "Ready tasks the queue's rate limit holds back now (queues that have one).",
+           [({"queue": q["name"]}, q["rate_held"]) for q in queues if q["rate_limit"]])  # fmt: skip
     totals = timings.totals(request.storage, [q["name"] for q in queues])
     for key, text in (
         ("done", "Runs that succeeded, since the queue began."),

@@ -84,10 +84,31 @@ def queue_page(request: Any) -> dict[str, Any]:
     limits = request.storage.queue_limits(name)
     q["max_running"] = limits.max_running
     q["block_timeout"] = limits.block_timeout
+    q["rate_form"] = str(limits.rate_limit) if limits.rate_limit else ""
     times = {which: timechart(day, which) for which in ("wait", "run")}
     return {"q": q, "shards": shards, "shard_of": split_shard(name)[0] if is_shard else "",
             "page": page, "start": start, "limit": limit, "times": times,
             "serving": served_by(request, [q])[q["name"]]}  # fmt: skip
+
+
+def _set_rate_limit(request: Any, name: str) -> Any:
+    """The queue page's rate form: ``20/s``, ``100/m burst 10`` ... (empty: none), checked by
+    ``configure``, which names the accepted forms (docs/queue-controls.md)."""
+    here = request.route_path("queue", name=name)
+    raw = " ".join(str(request.POST.get("rate_limit", "")).split())[:60]
+    try:
+        request.storage.configure(name, rate_limit=raw or None)
+    except InvalidOption as exc:  # a form not accepted, a sharded queue
+        flash(request, request.t("Rate limit: {error}", error=str(exc)), "error")
+        return back(request, here)
+    if raw:
+        rate = str(request.storage.queue_limits(name).rate_limit)
+        flash(request, request.t("{name}: at most {rate} started, on all workers.",
+                                 name=name, rate=rate))  # fmt: skip
+    else:
+        flash(request, request.t("{name}: no rate limit.", name=name))
+    audit(request, "limit queue", queue=name, detail=f"rate_limit={raw or 'none'}")
+    return back(request, here)
 
 
 def _set_pending_limit(request: Any, name: str) -> Any:
@@ -165,6 +186,8 @@ def queue_state(request: Any) -> Any:
         return back(request, request.route_path("queue", name=name))
     elif action == "pending":
         return _set_pending_limit(request, name)
+    elif action == "rate":
+        return _set_rate_limit(request, name)
     else:
         flash(request, request.t("Unknown command."), "error")
         return back(request, request.route_path("queue", name=name))

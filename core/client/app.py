@@ -162,6 +162,7 @@ class App:
         result_ttl: float | None = None,
         shards: int | None = None,
         expires: float | timedelta | None = None,
+        rate_limit: str | None = None,
     ) -> Callable[[Callable[P, R]], TaskFunction[P, R]]: ...
 
     @refuse_unknown_options("task")  # @task(retires=3): "did you mean 'retries'?"
@@ -183,6 +184,7 @@ class App:
         result_ttl: float | None = None,
         shards: int | None = None,
         expires: float | timedelta | None = None,
+        rate_limit: str | None = None,
     ) -> Any:
         """Register a function as a task of this app, by default as ``module.qualname`` on
         queue ``default``.
@@ -194,7 +196,8 @@ class App:
         not started that long after its enqueue (docs/queue-controls.md, "Expiry");
         ``shards=N`` spreads the queue over N sub-queues in N hash slots, so one busy queue
         can use several Redis Cluster masters (docs/scaling.md); every task of the queue must
-        give the same N.
+        give the same N. ``rate_limit="20/s"`` bounds its starts across the fleet
+        (docs/queue-controls.md, "A task's rate limit").
         """
 
         def register(f: Callable[..., Any]) -> TaskFunction[Any, Any]:
@@ -213,6 +216,7 @@ class App:
                 result_ttl=result_ttl,
                 shards=shards,
                 expires=expires,
+                rate_limit=rate_limit,
             )
             self.registry.add(tf)
             try:
@@ -256,6 +260,7 @@ class App:
         max_pending: int | None | Keep = KEEP,
         when_full: str | Keep = KEEP,
         block_timeout: float | Keep = KEEP,
+        rate_limit: str | None | Keep = KEEP,
         connection: str = "default",
     ) -> None:
         """Queue-wide settings, kept in Redis and enforced by the scripts for every producer
@@ -266,10 +271,13 @@ class App:
         waiting to run; an enqueue that finds N waiting raises :class:`QueueFull`
         (``when_full="raise"``), waits up to ``block_timeout`` seconds for room
         (``"block"``), or puts the task in the queue's overflow buffer, fed in as the queue
-        drains (``"buffer"``: the producer never waits and nothing is lost)."""
+        drains (``"buffer"``: the producer never waits and nothing is lost).
+        ``rate_limit="20/s"`` (or ``"N/m"``, ``"N/h"``, optionally ``" burst B"``) bounds
+        the tasks started per second across every worker, on Redis's clock; a throttled
+        task waits in its queue."""
         self.connections.get(connection).configure(
             queue, max_running=max_running, max_pending=max_pending, when_full=when_full,
-            block_timeout=block_timeout,
+            block_timeout=block_timeout, rate_limit=rate_limit,
         )  # fmt: skip
 
     # -- channels ----------------------------------------------------------------------------
@@ -400,12 +408,13 @@ def configure_queue(
     max_pending: int | None | Keep = KEEP,
     when_full: str | Keep = KEEP,
     block_timeout: float | Keep = KEEP,
+    rate_limit: str | None | Keep = KEEP,
     connection: str = "default",
 ) -> None:
     """:meth:`App.configure_queue` of the default app."""
     default_app().configure_queue(
         queue, max_running=max_running, max_pending=max_pending, when_full=when_full,
-        block_timeout=block_timeout, connection=connection,
+        block_timeout=block_timeout, rate_limit=rate_limit, connection=connection,
     )  # fmt: skip
 
 

@@ -25,6 +25,7 @@ from ztq.core.client.calls import (
 from ztq.core.client.enqueue import asend, send
 from ztq.core.client.handle import TaskHandle
 from ztq.core.engine.keys import check_queue, shard_for
+from ztq.core.engine.queue_limits import Rate
 from ztq.core.errors import (
     ConfigError,
     InvalidOption,
@@ -62,10 +63,12 @@ class TaskFunction(Generic[P, R]):
         result_ttl: float | None = None,
         shards: int | None = None,
         expires: float | None = None,
+        rate_limit: Rate | None = None,
     ) -> None:
         self.fn = fn
         self.expires = expires
         self.shards = shards
+        self.rate_limit = rate_limit  # starts per s/m/h across the fleet (fetch.lua)
         self.result_ttl = result_ttl
         self.app = app
         self.name = name
@@ -360,8 +363,10 @@ def make_task(
     result_ttl: float | None = None,
     shards: int | None = None,
     expires: float | None = None,
+    rate_limit: str | None = None,
 ) -> TaskFunction[Any, Any]:
     """Check a function and its options and wrap it as a task of ``app`` (not registered)."""
+    rate = None if rate_limit is None else Rate.parse(rate_limit)  # refused at the decorator
     task_name = check_task_name(name or f"{f.__module__}.{f.__qualname__}".replace(".<locals>", ""))
     check_runnable(f, task_name)
     check_queue(queue)
@@ -387,6 +392,7 @@ def make_task(
         result_ttl=probe.result_ttl,
         shards=shards,
         expires=probe.expires,
+        rate_limit=rate,
     )
 
 
@@ -421,6 +427,11 @@ class Registry:
         """The shard count the tasks of ``queue`` declare (1 when none does)."""
         declared = self._shards.get(queue)
         return declared[0] if declared else 1
+
+    def rates(self, queue: str) -> dict[str, Rate | None]:
+        """The rate limit of each task of ``queue`` (None: it has none)."""
+        with self._lock:
+            return {n: tf.rate_limit for n, tf in self._tasks.items() if tf.queue == queue}
 
     def remove(self, name: str) -> None:
         with self._lock:

@@ -153,8 +153,15 @@ class Keys:
 
     def config(self, queue: str) -> str:
         """Queue-wide settings the scripts enforce (``max_running``, ``max_pending``,
-        ``when_full``, ``block_timeout``), set by ``configure_queue``."""
+        ``when_full``, ``block_timeout``, ``rate_limit``, ``rate_burst``), set by
+        ``configure_queue``."""
         return self._q(queue, "config")
+
+    def rate(self, queue: str) -> str:
+        """The queue's rate limit state (GCRA, on Redis's clock): ``tat``, the theoretical
+        arrival time of the next start (ms), and ``slot`` / ``who``, the one executor
+        registered to fetch at the next token (see _lib.lua)."""
+        return self._q(queue, "rate")
 
     def waiter(self, queue: str) -> str:
         """The queue's registered idle executor (``worker TAB thread TAB lease_ms TAB until

@@ -8,11 +8,11 @@ limits are refused on a sharded queue, where no count holds queue-wide in one sl
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ztq.core.engine import queue_limits
 from ztq.core.engine.keys import check_physical, shard_names
-from ztq.core.engine.queue_limits import KEEP, Keep
+from ztq.core.engine.queue_limits import KEEP, Keep, Rate
 from ztq.core.engine.reads import Reads
 from ztq.core.errors import InvalidOption
 
@@ -77,16 +77,20 @@ class QueueAdmin(Reads):
         max_pending: int | None | Keep = KEEP,
         when_full: str | Keep = KEEP,
         block_timeout: float | Keep = KEEP,
+        rate_limit: str | None | Keep = KEEP,
     ) -> int:
         """Set (None clears) the queue's limits, enforced by the scripts for every producer
         and worker: tasks running at once (``max_running``), tasks waiting in the ready lists
         (``max_pending``) and what an enqueue does when that is reached (``when_full``:
-        raise, block up to ``block_timeout`` s, or buffer). Settings not given are kept. A
+        raise, block up to ``block_timeout`` s, or buffer), and tasks started per second,
+        minute or hour across the fleet (``rate_limit``: ``"N/s"``, ``"N/m"``, ``"N/h"``,
+        optionally followed by ``" burst B"``). Settings not given are kept. A
         sharded queue has no queue-wide count in one slot, so it is refused. Returns how
         many buffered tasks a raised or lifted ``max_pending`` moved in."""
         check_physical(queue)
         argv = queue_limits.fields(max_running=max_running, max_pending=max_pending,
-                                   when_full=when_full, block_timeout=block_timeout)  # fmt: skip
+                                   when_full=when_full, block_timeout=block_timeout,
+                                   rate_limit=rate_limit)  # fmt: skip
         if len(self.shards_of(queue)) > 1:
             raise InvalidOption(
                 f"queue {queue} is sharded: queue limits are counted in one slot, so a "
@@ -94,8 +98,22 @@ class QueueAdmin(Reads):
             )
         k = self.keys
         keys = [k.config(queue), k.wake(queue), *k.ready_all(queue), k.tasks(queue),
-                k.overflow(queue), k.room(queue)]  # fmt: skip
+                k.overflow(queue), k.room(queue), k.rate(queue)]  # fmt: skip
         return int(self.call("configure", keys, argv))
+
+    def task_rates(self, queue: str, rates: Mapping[str, Rate | None]) -> None:
+        """Write the task-level rate limits of ``queue``'s tasks into its config (a worker
+        serving it does, at start, for the tasks it registered): ``rate:<task>`` = ``N/u B``
+        (None: the field is dropped); fetch.lua enforces them (docs/queue-controls.md)."""
+        if not rates:
+            return
+        argv: list[str] = []
+        for name, rate in sorted(rates.items()):
+            argv += [f"rate:{name}", "" if rate is None else f"{rate.spec} {rate.burst}"]
+        k = self.keys
+        keys = [k.config(queue), k.wake(queue), *k.ready_all(queue), k.tasks(queue),
+                k.overflow(queue), k.room(queue), k.rate(queue)]  # fmt: skip
+        self.call("configure", keys, argv)
 
     # -- the console's undo and follow-through ---------------------------------------------
     def trash_errors(

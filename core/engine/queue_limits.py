@@ -1,7 +1,7 @@
 """Queue-wide limits kept in Redis (``ztq:{q}:config``) and enforced by the scripts for every
-producer and worker: ``max_running`` (tasks running at once) and ``max_pending`` (tasks
-waiting in the ready lists) with its policy when full (``when_full``). See
-docs/queue-controls.md.
+producer and worker: ``max_running`` (tasks running at once), ``max_pending`` (tasks
+waiting in the ready lists) with its policy when full (``when_full``), and ``rate_limit``
+(tasks started per second, minute or hour, :class:`Rate`). See docs/queue-controls.md.
 
 The scripts decide (``enqueue.lua`` answers ``full`` or ``overflow``, ``fetch.lua`` takes no
 more than ``max_running`` leaves); this module checks what is stored and turns a ``full``
@@ -10,7 +10,9 @@ answer into :class:`QueueFull` or a bounded wait for room (``when_full = block``
 
 from __future__ import annotations
 
+import contextlib
 import math
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,6 +24,48 @@ WHEN_FULL: Final = ("raise", "block", "buffer")
 DEFAULT_BLOCK_TIMEOUT: Final = 30.0  # seconds a blocked producer waits for room at most
 MAX_BLOCK_TIMEOUT: Final = 3600.0
 POLL: Final = 1.0  # longest wait on the room tokens (hints) before asking again
+RATE_UNITS: Final = {"s": 1.0, "m": 60.0, "h": 3600.0}
+RATE_FORMS: Final = (
+    "'N/s', 'N/m' or 'N/h' (N a whole number >= 1), optionally followed by ' burst B' "
+    "(B >= 1), e.g. '20/s' or '100/m burst 10'"
+)
+_RATE = re.compile(r"\s*([0-9]{1,9})\s*/\s*([smh])\s*(?:burst\s+([0-9]{1,9})\s*)?")
+
+
+@dataclass(frozen=True)
+class Rate:
+    """A rate limit: at most ``count`` starts per ``unit`` (s, m, h), fleet-wide, with
+    ``burst`` starts at once after a quiet spell. Enforced by GCRA on Redis's clock
+    (``_lib.lua``): over any window of ``w`` seconds at most ``w * per_second + burst``
+    tasks start (:meth:`bound`)."""
+
+    count: int
+    unit: str
+    burst: int = 1
+
+    @classmethod
+    def parse(cls, value: object, name: str = "rate_limit") -> Rate:
+        """``"20/s"``, ``"100/m"``, ``"5/h burst 3"``; anything else: :class:`InvalidOption`."""
+        got = _RATE.fullmatch(value) if isinstance(value, str) else None
+        if got is None or int(got[1]) < 1 or (got[3] is not None and int(got[3]) < 1):
+            raise InvalidOption(f"{name} must be {RATE_FORMS}, or None to lift it; not {value!r}")
+        return cls(int(got[1]), got[2], int(got[3] or 1))
+
+    @property
+    def spec(self) -> str:
+        """What the config stores as ``rate_limit`` (the burst apart, as ``rate_burst``)."""
+        return f"{self.count}/{self.unit}"
+
+    @property
+    def per_second(self) -> float:
+        return self.count / RATE_UNITS[self.unit]
+
+    def bound(self, window: float) -> int:
+        """The most starts any window of ``window`` seconds sees."""
+        return math.floor(window * self.per_second + 1e-9) + self.burst
+
+    def __str__(self) -> str:
+        return self.spec + (f" burst {self.burst}" if self.burst > 1 else "")
 
 
 class Keep:
@@ -42,6 +86,8 @@ class QueueLimits:
     max_pending: int | None = None
     when_full: str = "raise"
     block_timeout: float = DEFAULT_BLOCK_TIMEOUT
+    rate_limit: Rate | None = None
+    task_rates: tuple[tuple[str, Rate], ...] = ()  # the tasks' own (``@task(rate_limit=)``)
 
     @classmethod
     def from_hash(cls, raw: Mapping[Any, Any]) -> QueueLimits:
@@ -58,11 +104,24 @@ class QueueLimits:
             timeout = float(text.get("block_timeout", DEFAULT_BLOCK_TIMEOUT))
         except ValueError:
             timeout = DEFAULT_BLOCK_TIMEOUT
+        try:
+            parsed = Rate.parse(text["rate_limit"])
+            rate: Rate | None = Rate(parsed.count, parsed.unit, count("rate_burst") or 1)
+        except (KeyError, InvalidOption):
+            rate = None
+        tasks = []
+        for field, spec in sorted(text.items()):
+            if field.startswith("rate:") and len(spec.split()) == 2:
+                with contextlib.suppress(InvalidOption):
+                    r = Rate.parse(spec.split()[0])
+                    tasks.append((field[5:], Rate(r.count, r.unit, max(1, int(spec.split()[1])))))
         return cls(
             count("max_running"),
             count("max_pending"),
             when if when in WHEN_FULL else "raise",
             timeout if math.isfinite(timeout) and timeout > 0 else DEFAULT_BLOCK_TIMEOUT,
+            rate,
+            tuple(tasks),
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -74,7 +133,42 @@ class QueueLimits:
             out |= {"max_pending": self.max_pending, "when_full": self.when_full}
             if self.when_full == "block":
                 out["block_timeout"] = self.block_timeout
+        if self.rate_limit is not None:
+            out["rate_limit"] = str(self.rate_limit)
+        if self.task_rates:
+            out["task_rates"] = {name: str(rate) for name, rate in self.task_rates}
         return out
+
+    def describe(self) -> str:
+        """``at most 2 running at once; at most 100 waiting, then the overflow buffer; at most
+        20/s started`` (the rate part only when there is a rate limit)."""
+        running = f"at most {self.max_running} running at once" if self.max_running else (
+            "no running limit")  # fmt: skip
+        rate = f"; at most {self.rate_limit} started" if self.rate_limit else ""
+        if self.task_rates:
+            rate += "; tasks: " + ", ".join(f"{n} at most {r}" for n, r in self.task_rates)
+        if self.max_pending is None:
+            return f"{running}; no pending limit{rate}"
+        wait = f"then producers wait up to {self.block_timeout:g}s"
+        then = {"raise": "then QueueFull", "buffer": "then the overflow buffer", "block": wait}
+        return f"{running}; at most {self.max_pending} waiting, {then[self.when_full]}{rate}"
+
+    def rate_held(self, pending: int, state: Mapping[str, str], now: int) -> int:
+        """The tasks the rate limits hold back at ``now`` (Redis ms; ``state``: the queue's
+        rate hash, see _lib.lua): of the ``pending`` ready ones, all but the tokens there
+        are; and the tasks their own rate limit holds in ``delayed``, one per token reserved
+        ahead (a held task deleted still counts until its token's time)."""
+        held = 0
+        if self.rate_limit is not None and pending > 0:
+            t = 1000 * RATE_UNITS[self.rate_limit.unit] / self.rate_limit.count
+            tat = max(float(state.get("tat") or 0), now)
+            tokens = max(0, math.floor((now + (self.rate_limit.burst - 1) * t - tat) / t) + 1)
+            held = max(0, pending - tokens)
+        for name, rate in self.task_rates:
+            t = 1000 * RATE_UNITS[rate.unit] / rate.count
+            last = float(state.get(f"t:{name}") or 0) - t - (rate.burst - 1) * t
+            held += max(0, math.ceil((last - now) / t - 1e-9))
+        return held
 
 
 def _limit(name: str, value: object) -> str:
@@ -91,6 +185,7 @@ def fields(
     max_pending: int | None | Keep = KEEP,
     when_full: str | Keep = KEEP,
     block_timeout: float | Keep = KEEP,
+    rate_limit: str | None | Keep = KEEP,
 ) -> list[str]:
     """The configure script's ARGV (field, value, ...; '' clears) for the settings given."""
     out: list[str] = []
@@ -112,6 +207,11 @@ def fields(
                 f"not {block_timeout!r}"
             )
         out += ["block_timeout", repr(float(block_timeout))]
+    if rate_limit is None:
+        out += ["rate_limit", "", "rate_burst", ""]
+    elif not isinstance(rate_limit, Keep):
+        rate = Rate.parse(rate_limit)
+        out += ["rate_limit", rate.spec, "rate_burst", str(rate.burst) if rate.burst > 1 else ""]
     if not out:
         raise InvalidOption("configure_queue: give at least one setting to change")
     return out

@@ -119,6 +119,10 @@ class TaskRecord:
 
     @property
     def state(self) -> TaskState:
+        """A task its own rate limit holds (in ``delayed`` until its token, ``held``) is
+        still waiting in its queue: ``queued`` (docs/queue-controls.md)."""
+        if self.meta.get("held") and self.meta.get("state") == "delayed":
+            return TaskState.QUEUED
         try:
             return TaskState(self.meta.get("state", "none"))
         except ValueError:

@@ -17,6 +17,7 @@ one that already went through is answered as the first time, never refused.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Iterable, Sequence
@@ -32,6 +33,8 @@ DEFAULT_HISTORY_MAXLEN = 10_000
 # leftovers one purge call drops at most (about 3 commands each): a call stays short behind
 # a long run of them, and Storage.remove calls again
 PURGE_DROPS = 1000
+# a fetch's first reply field from here on: held back by the queue's rate limit (fetch.lua)
+THROTTLED = 2
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,7 @@ class TaskMoves(Transport):
                     k.fence(queue),
                     k.waiter(queue),
                     k.hand(queue),
+                    k.rate(queue),
                 ]
             else:
                 keys = [
@@ -219,11 +223,14 @@ class TaskMoves(Transport):
             self._fetch_of[rid] = executor
         keys = self._fetch_keys.get(executor)
         if keys is None:
-            keys = [*self._key_list("fetch", queue), self.keys.fetched(queue, f"{worker}/{thread}")]
+            k = self.keys
+            mine = k.fetched(queue, f"{worker}/{thread}")
+            keys = [*self._key_list("fetch", queue), mine]
             self._fetch_keys[executor] = keys
         k, at = self.keys, time.time()
         keys = [*keys, k.done(queue), k.history(queue), k.stats(queue, int(at // 60)),
-                k.stats5(queue, int(at // 300)), k.totals(queue), k.batch_out(queue)]  # fmt: skip
+                k.stats5(queue, int(at // 300)), k.totals(queue), k.batch_out(queue),
+                k.rate(queue), k.delayed(queue), k.schedule(queue)]  # fmt: skip
         args = [worker, thread, int(lease_ms), int(limit), int(wait_ms), rid,
                 int(result_ttl_ms), int(history_maxlen)]  # fmt: skip
         return ("fetch", keys, args)
@@ -234,6 +241,8 @@ class TaskMoves(Transport):
         executor = self._fetch_of.pop(str(reply[1]), None) if len(reply) > 1 else None
         if executor is not None:
             self._fetch_ids.pop(executor, None)
+        if reply and int(reply[0]) >= THROTTLED:
+            return []
         now = time.monotonic()
         return [
             Leased(str(reply[i]), queue, int(reply[i + 1]), str(reply[i + 3]), int(reply[i + 2]),
@@ -245,6 +254,18 @@ class TaskMoves(Transport):
     def fetch_registered(reply: Sequence[Any]) -> bool:
         """Did this fetch make the caller the queue's waiter (it took nothing)?"""
         return bool(reply) and int(reply[0]) == 1
+
+    @staticmethod
+    def fetch_throttled(reply: Sequence[Any]) -> float | None:
+        """The queue's rate limit held this fetch back (tasks are ready, no token is): the
+        seconds until the next token when the caller is the executor registered to fetch
+        it then (it sleeps until that instant), ``math.inf`` when another one is (it waits
+        as when idle, until woken); None when the fetch was not throttled."""
+        if not reply or int(reply[0]) < THROTTLED:
+            return None
+        if int(reply[0]) == THROTTLED:
+            return math.inf
+        return int(reply[2]) / 1000
 
     def fetch(
         self, queue: str, worker: str, thread: str, lease_ms: int, limit: int = 1

@@ -252,6 +252,9 @@ def queues(
                 "max_pending": s.limits.max_pending,
                 "when_full": s.limits.when_full if s.limits.max_pending else None,
                 "full": s.full,
+                "rate_limit": str(s.limits.rate_limit) if s.limits.rate_limit else None,
+                "task_rates": {n: str(r) for n, r in s.limits.task_rates},
+                "rate_held": s.rate_held,  # ready tasks the rate limit holds back now
             }
         )
     return out

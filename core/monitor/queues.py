@@ -80,6 +80,7 @@ class QueueStats:
     shards: list[str] = field(default_factory=list)  # a folded queue's shards ([] when none)
     overflow: int = 0  # tasks in the overflow buffer (``when_full = buffer``)
     limits: QueueLimits = field(default_factory=QueueLimits)  # max_running, max_pending, ...
+    rate_held: int = 0  # ready tasks the rate limit holds back now (no token for them)
 
     @property
     def pending(self) -> int:
@@ -115,7 +116,7 @@ def fold(name: str, parts: Sequence[QueueStats]) -> QueueStats:
         sum(s.errors for s in parts), any(s.paused for s in parts),
         pick((s.head_enqueued for s in parts), min), pick((s.first_error for s in parts), min),
         pick((s.last_error for s in parts), max), chart, window, [s.name for s in parts],
-        sum(s.overflow for s in parts),
+        sum(s.overflow for s in parts), rate_held=sum(s.rate_held for s in parts),
     )  # fmt: skip
 
 
@@ -162,6 +163,7 @@ def queue_stats(
             pipe.zrange(k.errors(q), -1, -1, withscores=True)
             pipe.llen(k.overflow(q))
             pipe.hgetall(k.config(q))
+            pipe.hgetall(k.rate(q))
             for minute in span:
                 pipe.hgetall(k.stats(q, minute))
         replies = iter(pipe.execute())
@@ -180,6 +182,7 @@ def queue_stats(
         first, last = next(replies), next(replies)
         overflow = int(next(replies)) - left["overflow"]
         limits = QueueLimits.from_hash(next(replies))
+        rate_state = {str(f): str(v) for f, v in (next(replies) or {}).items()}
         chart, window = [], timings.Slot(0)
         for minute in span:
             slot = timings.parse(minute * 60, next(replies))
@@ -188,6 +191,9 @@ def queue_stats(
         errs = (int(first[0][1]) if first else None, int(last[0][1]) if last else None)
         out.append(QueueStats(q, ready, delayed, running, errors, bool(paused), None, *errs,
                               chart, window, [], overflow, limits))  # fmt: skip
+        if limits.rate_limit is not None or limits.task_rates:
+            now_ms = redis_now(storage)
+            out[-1].rate_held = limits.rate_held(sum(ready.values()), rate_state, now_ms)
     by_name = {s.name: s for s in out}
     for (q, _), rec in zip(heads, fetch_records(storage, heads), strict=True):
         enq = rec.get("enqueued") if rec and rec.state.value == "queued" else None
@@ -197,15 +203,24 @@ def queue_stats(
     return out
 
 
-def pressure_totals(storage: Storage, queues: Sequence[str]) -> dict[str, tuple[int, int]]:
+def redis_now(storage: Storage) -> int:
+    """Redis's clock (ms): what a rate limit's tokens are counted on."""
+    with storage.guard():
+        secs, micros = storage.client.time()
+    return int(secs) * 1000 + int(micros) // 1000
+
+
+def pressure_totals(storage: Storage, queues: Sequence[str]) -> dict[str, tuple[int, int, int]]:
     """Per queue, since it began: enqueue attempts refused by a full queue (a blocked
-    producer counts each try) and tasks that went to its overflow buffer (1 round trip)."""
+    producer counts each try), tasks that went to its overflow buffer, and fetches its rate
+    limit held back (1 round trip)."""
     with storage.guard():
         pipe = storage.client.pipeline(transaction=False)
         for q in queues:
-            pipe.hmget(storage.keys.totals(q), "refused", "overflowed")
+            pipe.hmget(storage.keys.totals(q), "refused", "overflowed", "throttled")
         replies = pipe.execute()
-    return {q: (int(r[0] or 0), int(r[1] or 0)) for q, r in zip(queues, replies, strict=True)}
+    return {q: (int(r[0] or 0), int(r[1] or 0), int(r[2] or 0))
+            for q, r in zip(queues, replies, strict=True)}  # fmt: skip
 
 
 # The lists a queue's waiting tasks are in, in run order, and the fields of its tasks hash

@@ -54,6 +54,13 @@ class Model:
     max_running: int | None = None  # the queue's limit on leases at once (configure_queue)
     max_pending: int | None = None  # the queue's limit on ready tasks (configure_queue)
     when_full: str = "raise"  # raise | block | buffer
+    # the queue's rate limit, "1/h burst B" (None: none): an hour is far longer than a run,
+    # so no token comes back during one and the tokens are exact on Redis's clock (GCRA:
+    # tat - now is ``debt`` hours, less the few ms the run took; a fetch finds B - debt)
+    rate_burst: int | None = None
+    debt: int = 0  # starts counted against the rate since the run began (kept when lifted)
+    sleeper: tuple[str, str] | None = None  # the executor registered for the next token
+    throttle: str | None = None  # the last fetch: None, "sleep" (code 2), "slot" (code 3)
     overflow: list[str] = field(default_factory=list)  # the buffer of a full queue, in order
     waiter: tuple[str, str] | None = None  # the idle executor a new task is handed to
     hand: list[tuple[str, str, str, int]] = field(default_factory=list)  # (w, t, id, token)
@@ -248,7 +255,17 @@ class Model:
             and not self.overflow
             and not self.paused
             and (self.max_running is None or len(self.in_state("running")) < self.max_running)
+            and self.tokens() > 0
         )
+
+    def tokens(self) -> int:
+        """Starts the rate limit allows now (a large number without one)."""
+        return 10**9 if self.rate_burst is None else max(0, self.rate_burst - self.debt)
+
+    def set_rate(self, burst: int | None) -> None:
+        """configure_queue(rate_limit="1/h burst B" or None): the registration is dropped,
+        the tokens' state kept."""
+        self.rate_burst, self.sleeper = burst, None
 
     def hand_over(self, task_id: str, prio: str) -> str:
         assert self.waiter is not None
@@ -256,6 +273,8 @@ class Model:
         self.waiter = None
         rec = self.recs[task_id] = Rec("running", prio=prio)
         self.counter += 1
+        if self.rate_burst is not None:
+            self.debt += 1  # the hand-over takes a token
         rec.fence, rec.worker, rec.thread, rec.attempts = self.counter, worker, thread, 1
         self.stamped.append(("running", task_id))
         self.hand.append((worker, thread, task_id, self.counter))
@@ -271,7 +290,9 @@ class Model:
     def fetch(
         self, worker: str, thread: str, limit: int, wait: bool = False
     ) -> tuple[list[tuple[str, int, int]], bool]:
-        """A fetch: (leases, whether the caller is now the queue's waiter)."""
+        """A fetch: (leases, whether the caller is now the queue's waiter); ``throttle``
+        says whether the rate limit held it back."""
+        self.throttle = None
         if self.waiter == (worker, thread):
             self.waiter = None
         handed = self.take_handed(worker, thread)
@@ -286,6 +307,16 @@ class Model:
             if free <= 0:
                 return [], False
             limit = min(limit, free)
+        if self.rate_burst is not None and limit > 0:
+            if self.tokens() == 0 and self.pending() > 0:  # throttled: takes nothing
+                if self.sleeper is not None and self.sleeper != (worker, thread):
+                    self.throttle = "sleep"  # another executor waits for the token
+                else:
+                    self.sleeper, self.throttle = (worker, thread), "slot"
+                return [], False
+            limit = min(limit, self.tokens())
+            if self.sleeper == (worker, thread):
+                self.sleeper = None
         out: list[tuple[str, int, int]] = []
         for level in LEVELS:
             lst = self.ready[level]
@@ -303,6 +334,8 @@ class Model:
                 rec.attempts += 1
                 self.stamped.append(("running", task_id))
                 out.append((task_id, self.counter, rec.failures))
+        if self.rate_burst is not None:
+            self.debt += len(out)
         self.room_made()  # the queue drained by len(out)
         if not out and wait and not self.hand and self.waiter is None:
             self.waiter = (worker, thread)

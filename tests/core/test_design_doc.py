@@ -106,6 +106,9 @@ def test_every_key_exists_with_the_documented_type(redis_url: str) -> None:
         entries = [EnqueueEntry(f"{queue}-{n}", "{}") for n in range(2)]
         assert storage.call(*storage.enqueue_op(queue, entries))[3] in ("overflow", "full")
     storage.fetch("press", "w", "t", 60_000, 1)  # room made in a full queue: a token in room
+    storage.configure("rated", rate_limit="1/h")  # a rate limit's token state
+    storage.call(*storage.enqueue_op("rated", [EnqueueEntry("rated-1", "{}")]))
+    storage.fetch("rated", "w", "t", 60_000, 1)
     for queue in ("idle", "handy"):  # an idle executor registers; a task is handed to one
         storage.call(*storage.fetch_op(queue, "w", "t", 60_000, 1, 60_000))
     storage.call(*storage.enqueue_op("handy", [EnqueueEntry("handed", "{}")]))

@@ -118,7 +118,9 @@ def doc_blocks(language: str) -> list[str]:
 def test_the_doc_examples_run_as_they_say(
     storage: Storage, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    serial, pressure, cancel, *_ = doc_blocks("python")  # the expiry's: test_expiry.py
+    serial, pressure, rate, task_rate, cancel, *_ = doc_blocks(
+        "python"
+    )  # the expiry's: test_expiry.py
     namespace: dict[str, Any] = {"__name__": "docs_queue_controls"}
     exec(compile(serial, "docs/queue-controls.md", "exec"), namespace)  # noqa: S102
     assert storage.pending_count("xapian") == 3 and storage.queue_config("xapian") == {}
@@ -127,6 +129,13 @@ def test_the_doc_examples_run_as_they_say(
     assert int(storage.client.hget(storage.keys.totals("thumbnails"), "refused")) == 1
     said = re.search(r"print\(exc\)  # (.*)", pressure)
     assert said and capsys.readouterr().out == said.group(1) + "\n"
+    exec(compile(rate, "docs/queue-controls.md", "exec"), namespace)  # noqa: S102
+    assert storage.pending_count("payments") == 3 and storage.queue_config("payments") == {}
+    said = re.search(r"print\(.*\)  # (.*)", rate)
+    assert said and capsys.readouterr().out == said.group(1) + "\n"
+    exec(compile(task_rate, "docs/queue-controls.md", "exec"), namespace)  # noqa: S102
+    assert str(namespace["call_payment_api"].rate_limit) == "20/s burst 5"
+    assert namespace["write_invoice"].rate_limit is None
     exec(compile(cancel, "docs/queue-controls.md", "exec"), namespace)  # noqa: S102
     assert namespace["h"].state.value == "none"
     [ini] = doc_blocks("ini")

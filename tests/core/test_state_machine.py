@@ -48,6 +48,11 @@ docs/design.md:
    replays of entries applied before) gives each batch the model's counters and members'
    last ends by fence (failed, then done after a redo), and pushes each batch's
    ``on_complete`` and ``on_success`` exactly once, when the model says.
+14. a queue's rate limit (``1/h burst B``, set, changed and lifted by the operator move)
+   holds on Redis's clock: a fetch or a hand-over takes no more tokens than there are (the
+   stored ``tat`` is the model's count of starts, in hours ahead of Redis's ``TIME``), a
+   fetch with tasks ready and no token takes nothing and registers one executor for the
+   next token (the others are told to sleep), and a change of the rate drops it.
 
 ``ZTQ_MODEL_EXAMPLES`` scales the number of runs (CI uses the default);
 ``ZTQ_MODEL_SHRINK=0`` reports the first failing run unshrunk (quick when checking that a
@@ -57,6 +62,7 @@ deliberately broken script is caught).
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from collections.abc import Callable
@@ -88,6 +94,7 @@ BATCHES = {"ma": ("t0",), "mb": ("t1", "t2")}
 BATCH_OF = {i: b for b, ids in BATCHES.items() for i in ids}
 THREADS = (("w1", "A"), ("w1", "B"), ("w2", "A"))  # two threads share a worker id
 HOUR = 3_600_000
+HOUR_MS = HOUR  # the period of the rate limits the runs set ("1/h burst B")
 EXAMPLES = int(os.environ.get("ZTQ_MODEL_EXAMPLES", "150"))
 STEPS = 40
 STATS: dict[str, int] = {}  # steps and examples run, per backend (printed by the test)
@@ -197,12 +204,22 @@ class QueueMachine(RuleBasedStateMachine):
         limit=st.sampled_from([None, None, 1, 2]),
         pending=st.sampled_from([None, None, 1, 1, 2, 3]),
         when_full=st.sampled_from(["buffer", "raise", "buffer", "block"]),
+        rate=st.sampled_from([None, None, None, 1, 2]),
     )
     def start(
-        self, entries: list[tuple[Any, ...]], limit: int | None, pending: int | None, when_full: str
+        self,
+        entries: list[tuple[Any, ...]],
+        limit: int | None,
+        pending: int | None,
+        when_full: str,
+        rate: int | None,
     ) -> None:
         """Half the runs start with a serial or two-at-once queue (``max_running``), 2 in 3
-        with a pending limit (``max_pending``) that refuses or buffers."""
+        with a pending limit (``max_pending``) that refuses or buffers, 2 in 5 with a rate
+        limit (``1/h burst 1`` or ``2``: the tokens run out within the run)."""
+        if rate is not None:
+            self.model.set_rate(rate)
+            self.storage.configure(Q, rate_limit=f"1/h burst {rate}")
         if limit is not None:
             self.model.max_running = limit
             self.storage.configure(Q, max_running=limit)
@@ -351,6 +368,12 @@ class QueueMachine(RuleBasedStateMachine):
             self.step("fetch:ended-expired" + (":handed" if handed else ""))
         got = st_.parse_fetch(Q, reply)
         assert st_.fetch_registered(reply) == registered
+        throttled = st_.fetch_throttled(reply)
+        if self.model.throttle is None:
+            assert throttled is None
+        else:  # the one registered executor is told when the next token comes (~ hours)
+            assert throttled == math.inf if self.model.throttle == "sleep" else throttled > 60
+            self.step(f"fetch:throttled:{self.model.throttle}")
         if buffered > len(self.model.overflow):
             self.step("fetch:fed-from-buffer")
         if registered or handed:
@@ -477,13 +500,17 @@ class QueueMachine(RuleBasedStateMachine):
             expected, _ = model.fetch(thread[0], thread[1], limit)
             op = st_.fetch_op(Q, thread[0], thread[1], lease_ms, limit)
             first = st_.call(*op)  # applied, its reply lost: not read
-            got = st_.parse_fetch(Q, st_.call(*op))
+            again = st_.call(*op)
+            got = st_.parse_fetch(Q, again)
             assert [(g.id, g.token, g.failures) for g in got] == expected
             sent = [str(x) for g in got for x in (g.id, g.token, g.failures, g.payload)]
             # what the first send would have said (but the ms left until an expiry: later now)
             first_sent = [str(x) for n, x in enumerate(first[2:]) if n % 5 != 4]
             assert first_sent == sent
             assert [int(x) < 0 for x in first[6::5]] == [g.expires_at is None for g in got]
+            # held back by the rate limit: both sends are, alike (nothing was taken)
+            assert (st_.fetch_throttled(first) is None) == (model.throttle is None)
+            assert (st_.fetch_throttled(again) is None) == (model.throttle is None)
             for g in got:
                 self.leases[thread].append(Lease(thread[0], thread[1], g.id, g.token))
             self.step(f"reply-lost:fetch:{'handed' if handed else len(got)}")
@@ -563,7 +590,7 @@ class QueueMachine(RuleBasedStateMachine):
             ["redo", "redo", "redo_oldest", "run_now", "delete", "cancel", "purge", "pause"]
             + ["redo_followed"]
             + ["resume"] * 3
-            + ["limit", "unlimit", "bound", "bound", "unbound"]
+            + ["limit", "unlimit", "bound", "bound", "unbound", "rate", "rate", "unrate"]
         ),
         n=st.integers(1, 3),
         what=st.sampled_from(["ready", "delayed", "errors"]),
@@ -602,6 +629,11 @@ class QueueMachine(RuleBasedStateMachine):
             model.max_running = n if move == "limit" else None
             st_.configure(Q, max_running=model.max_running)
             got = n if move == "limit" else 0
+        elif move in ("rate", "unrate"):  # set, change or lift the rate limit
+            burst = data.draw(st.integers(1, 3), label="burst") if move == "rate" else None
+            model.set_rate(burst)
+            st_.configure(Q, rate_limit=None if burst is None else f"1/h burst {burst}")
+            got = burst or 0
         elif move in ("bound", "unbound"):  # set, change or lift the pending limit
             when = data.draw(st.sampled_from(["buffer", "raise", "block"]), label="when_full")
             bound = {"max_pending": n if move == "bound" else None, "when_full": when}
@@ -725,7 +757,9 @@ class QueueMachine(RuleBasedStateMachine):
         pipe.hmget(k.totals(Q), "refused", "overflowed")
         pipe.get(k.waiter(Q))
         pipe.lrange(k.hand(Q), 0, -1)
-        r = pipe.execute()
+        pipe.hmget(k.config(Q), "rate_limit", "rate_burst")
+        pipe.hmget(k.rate(Q), "tat", "who")
+        r = [*pipe.execute(), monitor.redis_now(self.storage)]
         return {
             "records": {
                 i: ztq.TaskRecord.from_raw(Q, i, raw)
@@ -748,6 +782,10 @@ class QueueMachine(RuleBasedStateMachine):
             "counted": [int(n or 0) for n in r[14]],
             "waiter": tuple(r[15].split("\t")[:2]) if r[15] else None,
             "hand": [tuple(e.split("\t", 5)) for e in r[16]],
+            "rate": r[17],
+            "tat": None if r[18][0] is None else float(r[18][0]),
+            "sleeper": tuple(r[18][1].split("\t")) if r[18][1] else None,
+            "now": r[19],
         }
 
     @precondition(lambda self: self.model.ends)  # spends no steps when there is nothing
@@ -859,6 +897,18 @@ class QueueMachine(RuleBasedStateMachine):
 
         # 10. a task handed to the waiting executor is a live lease of that executor
         assert snap["waiter"] == model.waiter
+
+        # 12. the rate limit (1/h burst B): its tokens on Redis's clock, as the model counts
+        # them (tat - now is the debt in hours, less the ms the run took), and the executor
+        # registered for the next token
+        burst = model.rate_burst
+        assert snap["rate"] == (["1/h", None if burst in (None, 1) else str(burst)]
+                                if burst is not None else [None, None])  # fmt: skip
+        if snap["tat"] is None:
+            assert model.debt == 0
+        else:
+            assert math.ceil((snap["tat"] - snap["now"]) / HOUR_MS - 1e-9) == model.debt
+        assert snap["sleeper"] == model.sleeper
         assert [(w, t, i, int(token)) for w, t, token, _, i, _ in snap["hand"]] == model.hand
         assert len(snap["hand"]) <= 1 and not (snap["hand"] and snap["waiter"])
         for w, _, token, _, i, body in snap["hand"]:

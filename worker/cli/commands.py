@@ -167,6 +167,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="limit: longest wait for room with --when-full block (default 30)",
     )
+    qu.add_argument(
+        "--rate-limit",
+        metavar="N/s|N/m|N/h|none",
+        help="limit: tasks of the queue started per second, minute or hour across every "
+        "worker, e.g. 20/s or '100/m burst 10' (none: no limit)",
+    )
     er = sub.add_parser("errors", help="failed tasks (newest first), grouped, or one in full")
     er.add_argument("id", nargs="?", help="show this task with its traceback")
     er.add_argument("--queue", help="one queue (default: all)")

@@ -27,7 +27,6 @@ from rich.text import Text
 from ztq.core import settings
 from ztq.core.engine.connection import make_client
 from ztq.core.engine.keys import check_queue
-from ztq.core.engine.queue_limits import QueueLimits
 from ztq.core.engine.record import TaskRecord
 from ztq.core.engine.storage import Storage
 from ztq.core.engine.workers import DEFAULT_LOST_AFTER, autoscale_of, get_worker, send_command
@@ -93,6 +92,9 @@ def _queues_table(queues: list[dict[str, Any]]) -> RenderableType:
         r = q["ready"]
         errors = Text(str(q["errors"]), style="red" if q["errors"] else "")
         state = Text("paused", style="yellow") if q["paused"] else Text("active")
+        if q["rate_limit"] or q["task_rates"]:  # the rate limits, and the tasks held now
+            rate = q["rate_limit"] or "task limits"
+            state += Text(f" {rate}: {q['rate_held']} held", style="cyan")
         threads = Text(str(q["threads"]), style="" if q["threads"] else "bold red")
         t.add_row(q["name"], f"{r.get('high', 0)}/{r.get('normal', 0)}/{r.get('low', 0)}",
                   str(q["delayed"]), str(q["running"]), errors, str(q["done_hour"]),
@@ -326,24 +328,14 @@ def limit(storage: Storage, queue: str, args: argparse.Namespace) -> int:
         changes["when_full"] = args.when_full
     if args.block_timeout is not None:
         changes["block_timeout"] = args.block_timeout
+    if args.rate_limit is not None:  # InvalidOption names the accepted forms
+        changes["rate_limit"] = None if args.rate_limit == "none" else args.rate_limit
     if changes:
         storage.configure(queue, **changes)  # InvalidOption: a sharded queue, a bad timeout
         detail = " ".join(f"{k}={'none' if v is None else v}" for k, v in changes.items())
         _audit(storage, "limit queue", queue=queue, detail=detail)
-    print(f"{queue}: {describe_limits(storage.queue_limits(queue))}")
+    print(f"{queue}: {storage.queue_limits(queue).describe()}")
     return 0
-
-
-def describe_limits(limits: QueueLimits) -> str:
-    """``at most 2 running at once; at most 100 waiting, then buffer``."""
-    running = f"at most {limits.max_running} running at once" if limits.max_running else (
-        "no running limit")  # fmt: skip
-    if limits.max_pending is None:
-        return f"{running}; no pending limit"
-    wait = f"then producers wait up to {limits.block_timeout:g}s"
-    then = {"raise": "then QueueFull", "buffer": "then the overflow buffer", "block": wait}
-    then_what = then[limits.when_full]
-    return f"{running}; at most {limits.max_pending} waiting, {then_what}"
 
 
 def purge(storage: Storage, queue: str, what: str, yes: bool) -> int:

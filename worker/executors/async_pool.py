@@ -205,7 +205,10 @@ class AsyncExecutor(BaseExecutor):
             if self.cfg.burst and self.worker.queues_drained():
                 return True
         paused = not fetch and not exiting and free > 0
-        await self._wait(fetch=fetch, timeout=PAUSED_LOOK if paused or exiting else None)
+        # registered for a rate limit's next token: wake at that instant (asyncio's timer),
+        # a wake-up token or a run's end sooner
+        token = self.pop_token_wait()
+        await self._wait(fetch=fetch, timeout=PAUSED_LOOK if paused or exiting else token)
         return False
 
     async def flush(self, fetch: bool, free: int) -> list[Leased]:
@@ -216,6 +219,7 @@ class AsyncExecutor(BaseExecutor):
         n_writes = len(ops)
         queues = self.fetch_order() if fetch else []  # the queue, or its shards in turn
         want = min(free, FETCH_MAX)
+        self.token_wait = None
         if queues:
             ops.append(self.fetch_op(queues[0], want))
         if not ops:

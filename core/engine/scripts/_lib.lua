@@ -95,6 +95,8 @@ end
 -- A lease: the record of a task handed to (worker, thread) with the fencing token `token`
 -- (fetch, and an enqueue that hands a task to the queue's waiting executor).
 local function lease_to(meta, token, worker, thread, now)
+  -- a task a task rate limit held (fetch.lua) starts: its wait counts from its enqueue
+  if meta.held then meta.held, meta.due = nil, nil end
   meta.state = 'running'
   meta.fence = string.format('%d', token)
   meta.attempts = (meta.attempts or 0) + 1
@@ -367,4 +369,79 @@ local function sweep_finished(tasks, done, now, n)
     end
     redis.call('ZREM', done, id)
   end
+end
+
+-- Rate limits (docs/queue-controls.md, "Rate limits"): a queue's `rate_limit` ("N/s", "N/m"
+-- or "N/h" in its config) and `rate_burst` (B >= 1, default 1) bound the leases it hands
+-- out, counted on Redis's clock by GCRA (a token bucket kept as one number): `tat` in the
+-- queue's `rate` hash is the theoretical arrival time of the next start; a start at `now`
+-- conforms while tat - now <= (B - 1) x T, T = the period / N, and moves tat on by T. Over
+-- any window of W ms at most W / T + B leases start (2 x N/s + B over 2 s). The same hash
+-- holds the slot registration: `slot` (ms) and `who` (worker TAB thread), the one throttled
+-- executor that sleeps until the next token (fetch.lua); every other idle executor sleeps on
+-- the wake list until woken.
+local RATE_UNITS = {s = 1000, m = 60000, h = 3600000}
+
+-- T (ms per start) and the tolerance (ms) of a config's rate, or nil when it has none
+local function rate_of(spec, burst)
+  if not spec then return nil end
+  local n, unit = string.match(spec, '^(%d+)/([smh])$')
+  if not n or tonumber(n) < 1 then return nil end
+  local t = RATE_UNITS[unit] / tonumber(n)
+  local b = math.max(1, math.floor(tonumber(burst or '1') or 1))
+  return t, (b - 1) * t
+end
+
+-- How many starts conform now, and the arrival time they count from
+local function rate_tokens(key, t, tau, now)
+  local tat = math.max(tonumber(redis.call('HGET', key, 'tat') or '0') or 0, now)
+  return math.max(0, math.floor((now + tau - tat) / t) + 1), tat
+end
+
+-- The rate hash lives until 2 s after its latest arrival time (never shortened)
+local function rate_keep(key, tat, now)
+  local want = math.ceil(tat - now) + 2000
+  if redis.call('PTTL', key) < want then redis.call('PEXPIRE', key, want) end
+end
+
+-- n starts were handed out at `now`
+local function rate_take(key, tat, t, n, now)
+  if n <= 0 then return end
+  tat = tat + n * t
+  redis.call('HSET', key, 'tat', string.format('%.17g', tat))
+  rate_keep(key, tat, now)
+end
+
+-- Is an executor other than (worker, thread) registered for the next token, and still live
+-- (its slot passed less than a second ago)?
+local function rate_sleeper(key, now, worker, thread)
+  local got = redis.call('HMGET', key, 'slot', 'who')
+  local slot = tonumber(got[1])
+  if not slot or slot + 1000 < now then return false end
+  return got[2] ~= (worker or '') .. '\t' .. (thread or '')
+end
+
+-- A task's own rate limit (`@task(rate_limit=...)`: `rate:<task>` = 'N/u B' in the queue's
+-- config, written by the workers that register the task; field `t:<task>` of the rate hash
+-- is its arrival time). The task's name is the first field of its payload (read with a
+-- string match, the payload is not decoded). Returns nil when the task may start now (its
+-- token is taken), or the time (ms) of the token reserved for it: the caller holds it until
+-- then. A held task (meta.held) owns its token already: promote.lua brings it back at the
+-- token's time (an operator's "run now" sooner).
+local function task_gate(config, key, meta, payload, now)
+  if meta.held then return nil end  -- its token is reserved: it starts (lease_to clears it)
+  local name = string.match(payload, '^%[%s*"([^"\\]+)"')
+    or string.match(payload, '"task"%s*:%s*"([^"\\]+)"')
+  if not name then return nil end
+  local spec = redis.call('HGET', config, 'rate:' .. name)
+  if not spec then return nil end
+  local t, tau = rate_of(string.match(spec, '^(%S+)'), string.match(spec, ' (%d+)$'))
+  if not t then return nil end
+  local field = 't:' .. name
+  local tat = math.max(tonumber(redis.call('HGET', key, field) or '0') or 0, now)
+  redis.call('HSET', key, field, string.format('%.17g', tat + t))
+  rate_keep(key, tat + t, now)
+  local at = tat - tau  -- when this start conforms
+  if at <= now then return nil end
+  return math.ceil(at)
 end

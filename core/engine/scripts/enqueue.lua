@@ -2,15 +2,16 @@
 -- KEYS: 1 tasks, 2 ready:high, 3 ready:normal, 4 ready:low, 5 delayed, 6 errors, 7 done,
 --       8 wake, 9 cronlast, 10 schedule, 11 config (`max_pending`, `when_full`), 12 overflow,
 --       13 totals (counters: `refused`, `overflowed`), 14 paused, 15 running, 16 fence,
---       17 waiter, 18 hand, 19 (optional) a once-guard: the call's `once` key (a batch
---       callback, docs/batches.md): the task is enqueued only if that key is not set, and
---       the key is set (for the TTL in ms given as the last ARGV)
+--       17 waiter, 18 hand, 19 rate (the queue's rate limit state, _lib.lua), 20 (optional)
+--       a once-guard: the call's `once` key (a batch callback, docs/batches.md): the task is
+--       enqueued only if that key is not set, and the key is set (for the TTL in ms given as
+--       the last ARGV)
 -- ARGV: 9 fields per task: id, payload JSON, priority, delay_ms (0 = now; an absolute eta is
 --       turned into a delay by the client), first (0/1), cron entry name ('' = not cron),
 --       cron tick (ms), expires_ms ('0' = none: else the task is stored with its expiry
 --       `exp` = now + expires_ms on Redis's clock, and no lease is given once it passed),
 --       batch id ('' = none: the task is a member of that batch, kept on its record as
---       `batch`); with KEYS[19], one more ARGV
+--       `batch`); with KEYS[20], one more ARGV
 -- Returns: {id, outcome, id, outcome, ...}: outcome is 'added', 'exists', 'moved' (first=1
 --          moved a pending one to the head), 'rerun' (identical task running: it runs once
 --          more after it ends), 'skipped' (this cron tick was enqueued already), 'full' (the
@@ -24,9 +25,14 @@
 -- registered it as the queue's waiter), is leased straight to that executor and put on the
 -- queue's hand list, which the executor blocks on: enqueue to start is one round trip. The
 -- lease is an ordinary one (fence, running, deadline): a dead executor's is reaped.
+-- With a `rate_limit` the hand-over takes a token (none left: the task waits in ready), and
+-- no wake-up token is pushed while an executor sleeps until the next token (fetch.lua). A
+-- queue with task-level rate limits (`task_rates`) hands nothing over: the fetch checks them.
 local ready = {high = KEYS[2], normal = KEYS[3], low = KEYS[4]}
 local now = now_ms()
-local cfg = redis.call('HMGET', KEYS[11], 'max_pending', 'when_full', 'max_running')
+local cfg = redis.call('HMGET', KEYS[11], 'max_pending', 'when_full', 'max_running',
+  'rate_limit', 'rate_burst', 'task_rates')
+local rate_t, rate_tau = rate_of(cfg[4], cfg[5])
 local limit, when_full = tonumber(cfg[1]), cfg[2] or 'raise'
 local waiting = nil  -- tasks in the ready lists, counted once, when a limit is set
 -- wake tokens owed, pushed once at the end (a batch of 500 tasks: one LLEN, <= 16 LPUSH)
@@ -56,6 +62,12 @@ local function hand_over(id, meta, payload)
     return false
   end
   if cfg[3] and redis.call('ZCARD', KEYS[15]) >= tonumber(cfg[3]) then return false end
+  if cfg[6] then return false end  -- tasks with their own rate limit: fetch.lua checks them
+  if rate_t then
+    local avail, tat = rate_tokens(KEYS[19], rate_t, rate_tau, now)
+    if avail == 0 then return false end
+    rate_take(KEYS[19], tat, rate_t, 1, now)
+  end
   redis.call('DEL', KEYS[17])
   registered = nil
   lease_to(meta, redis.call('INCR', KEYS[16]), w[1], w[2], now)
@@ -170,9 +182,9 @@ end
 
 local out = {}
 local last = #ARGV
-if KEYS[19] then
+if KEYS[20] then
   last = last - 1
-  if not redis.call('SET', KEYS[19], '1', 'NX', 'PX', ARGV[#ARGV]) then
+  if not redis.call('SET', KEYS[20], '1', 'NX', 'PX', ARGV[#ARGV]) then
     return {ARGV[1], 'once'}
   end
 end
@@ -182,6 +194,6 @@ for i = 1, last, 9 do
   out[#out + 1] = enqueue(id, ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3]),
     ARGV[i + 4] == '1', ARGV[i + 5], ARGV[i + 6], tonumber(ARGV[i + 7]), ARGV[i + 8])
 end
-if woken > 0 then wake(KEYS[8], woken) end
+if woken > 0 and not (rate_t and rate_sleeper(KEYS[19], now)) then wake(KEYS[8], woken) end
 if scheduled > 0 then wake(KEYS[10], scheduled) end
 return out

@@ -5,8 +5,14 @@
 --       and `when_full`: see room_made), 10 overflow, 11 room, 12 waiter, 13 hand,
 --       14 fetched (this executor's last fetch that took tasks: request id TAB id TAB
 --       token ..., kept for the lease's length), 15 done, 16 history, 17 stats (this
---       minute), 18 stats (these 5 minutes), 19 totals (KEYS 15-19: for expired tasks),
---       20 batch_out (an expired batch member's end, as failed: docs/batches.md)
+--       minute), 18 stats (these 5 minutes), 19 totals (KEYS 15-19: for expired tasks;
+--       19 also counts `throttled`: fetches a rate limit held back), 20 batch_out (an
+--       expired batch member's end, as failed: docs/batches.md), 21 rate (the queue's rate
+--       limit state: `tat`, and `slot` / `who`, the executor registered for the next token;
+--       _lib.lua), 22 delayed, 23 schedule (a task whose own rate limit has no token now is
+--       held in `delayed` until the token reserved for it: state `delayed` with `held`, back
+--       at the head of its level then; its scheduler is woken: _lib.lua task_gate,
+--       promote.lua)
 -- ARGV: 1 worker id, 2 thread name, 3 lease_ms, 4 max tasks, 5 wait_ms (> 0: when nothing
 --       is taken, register the caller as the queue's waiting executor for that long, so
 --       that the next enqueue leases its task straight to it: see enqueue.lua), 6 request
@@ -19,8 +25,12 @@
 --          it ends as `expired` (record kept in `done` for the result ttl, a history entry
 --          with status `expired`, the stats' `expired` counts) and the fetch takes the next
 --          one; so does a task an enqueue handed to this caller that it takes too late.
--- Returns: {registered (1/0), request id, id, token, failures, payload, left, ...}. `token`
---          is the fencing token that ack/fail/renew/progress/release must present: it comes
+-- Returns: {registered (1/0), request id, id, token, failures, payload, left, ...}. When the
+--          queue's `rate_limit` has no token for a task that is ready the fetch takes
+--          nothing and returns {2, request id} (another executor is registered for the next
+--          token: wait on the wake list as when idle) or {3, request id, ms until the next
+--          token} (the caller is now that executor: it sleeps until then, then fetches).
+--          `token` is the fencing token that ack/fail/renew/progress/release must present: it comes
 --          from the queue's counter, so it is larger than every token handed out before
 --          for any task of the queue. `failures` is how many runs of this series failed
 --          before (what `retries` counts). `left` is the ms until the task expires (-1:
@@ -123,14 +133,34 @@ if handed then
 end
 if redis.call('EXISTS', KEYS[6]) == 1 then return counted({0, rid}) end
 local capped = false
-local cfg = redis.call('HMGET', KEYS[9], 'max_running', 'max_pending', 'when_full')
+local cfg = redis.call('HMGET', KEYS[9], 'max_running', 'max_pending', 'when_full',
+  'rate_limit', 'rate_burst', 'task_rates')
 local cap = cfg[1]
 if cap then
   local free = tonumber(cap) - redis.call('ZCARD', KEYS[5])
   if free <= 0 then return counted({0, rid}) end
   if free <= limit then limit, capped = free, true end
 end
-local taken = {}
+-- the rate limit: take at most the tokens there are; none, while tasks wait: throttled
+local rate_t, rate_tau = rate_of(cfg[4], cfg[5])
+local rate_tat, rated = nil, false
+if rate_t and limit > 0 then
+  local avail
+  avail, rate_tat = rate_tokens(KEYS[21], rate_t, rate_tau, now)
+  if avail == 0 and pending({high = KEYS[2], normal = KEYS[3], low = KEYS[4]}, KEYS[1]) > 0 then
+    redis.call('HINCRBY', KEYS[19], 'throttled', 1)
+    if rate_sleeper(KEYS[21], now, worker, thread) then return {2, rid} end
+    local slot = math.ceil(rate_tat - rate_tau)
+    redis.call('HSET', KEYS[21], 'slot', slot, 'who', worker .. '\t' .. thread)
+    rate_keep(KEYS[21], rate_tat, now)
+    return {3, rid, math.max(1, slot - now)}
+  end
+  if avail <= limit then limit, rated = avail, true end
+  if not rate_sleeper(KEYS[21], now, worker, thread) then  -- it was this caller's: done
+    redis.call('HDEL', KEYS[21], 'slot', 'who')
+  end
+end
+local taken, held, HOLD_MAX = {}, 0, 100  -- at most 100 held per call: the call stays short
 local left = redis.call('HMGET', KEYS[1], '#high', '#normal', '#low')  -- leftovers, _lib.lua
 local ended = 0  -- expired tasks met: at most EXPIRED_MAX a call (bounded work)
 for i, level in ipairs({'high', 'normal', 'low'}) do
@@ -139,14 +169,27 @@ for i, level in ipairs({'high', 'normal', 'low'}) do
     if not entry then break end
     -- a leftover (a deleted or moved task's old entry) is dropped with its mark
     local id, meta, payload = popped(KEYS[1], level, entry, 'queued', left[i] ~= false)
-    if id and expired(meta, now) then
+    local due = nil
+    if id and expired(meta, now) then  -- an expired one takes no token, and never waits
       end_expired(id, meta, payload)
       ended = ended + 1
+      id = nil
+    else
+      due = id and cfg[6] and task_gate(KEYS[9], KEYS[21], meta, payload, now)
+    end
+    if due then  -- its own rate limit: held until its token (never failed, never retried)
+      meta.state, meta.due, meta.held = 'delayed', due, 1
+      save(KEYS[1], id, meta, payload)
+      redis.call('ZADD', KEYS[22], due, id)
+      held = held + 1
+      if held >= HOLD_MAX then break end
     elseif id then
       taken[#taken + 1] = {id, meta, payload}
     end
   end
+  if held >= HOLD_MAX then break end
 end
+if held > 0 then wake(KEYS[23]) end  -- a scheduler may have to wake up sooner
 -- the queue drained by #taken: fill it from its overflow buffer, free blocked producers
 if cfg[2] or redis.call('LLEN', KEYS[10]) > 0 then
   local q = {tasks = KEYS[1], ready = {high = KEYS[2], normal = KEYS[3], low = KEYS[4]},
@@ -168,6 +211,7 @@ if #taken == 0 then
   end
   return counted({0, rid})
 end
+if rate_t then rate_take(KEYS[21], rate_tat, rate_t, #taken, now) end
 local out, kept = {0, rid}, {}
 local first = redis.call('INCRBY', KEYS[8], #taken) - #taken
 for i, t in ipairs(taken) do
@@ -185,8 +229,10 @@ for i, t in ipairs(taken) do
 end
 taken_by_request(kept)
 -- more is ready than this caller took: wake another idle worker (chain wake-up), unless the
--- running limit is what stopped it (the end of a run wakes the next one, see slot_freed)
-if #taken == limit and not capped then
+-- running limit is what stopped it (the end of a run wakes the next one, see slot_freed),
+-- or the rate limit did and an executor sleeps until its next token (without one, the
+-- woken executor registers for it)
+if #taken == limit and not capped and not (rated and rate_sleeper(KEYS[21], now)) then
   for i = 2, 4 do
     if redis.call('LLEN', KEYS[i]) > 0 then wake(KEYS[7]); break end
   end

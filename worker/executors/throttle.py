@@ -1,0 +1,49 @@
+"""An executor held back by a queue's rate limit (docs/queue-controls.md, "Rate limits").
+
+A throttled fetch names the one executor registered to take the next token and how long
+until it comes (``fetch.lua``); every other idle executor sleeps on the wake lists as usual.
+The registered one sleeps until the instant, no polling, and can still be woken.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ztq.core.engine.storage import Storage
+
+# seconds before the next token when a thread sleeping until it stops blocking on the wake
+# lists (a BLPOP times out on Redis's clock tick, up to 100 ms late) and waits for the
+# instant on its own clock
+TOKEN_MARGIN = 0.2
+
+
+def next_token_wait(storage: Storage, reply: Any, before: float | None) -> float | None:
+    """The seconds until the next token when this fetch ``reply`` registered the caller for
+    it (the sooner of that and ``before``), else ``before``."""
+    throttled = storage.fetch_throttled(reply)
+    if throttled is None or math.isinf(throttled):
+        return before
+    return throttled if before is None else min(before, throttled)
+
+
+def wait_for_token(
+    storage: Storage,
+    queues: Sequence[str],
+    seconds: float,
+    retired: threading.Event,
+    exiting: Callable[[], bool],
+) -> None:
+    """Sleep ``seconds``, until the rate limit's next token: blocked on the wake lists of
+    ``queues``, so that a stop, a pause, new work of another queue or a lifted limit still
+    wake the thread, until just before the instant, which it then waits for on its own
+    clock (``retired`` cuts that short)."""
+    deadline = time.monotonic() + seconds
+    if seconds > TOKEN_MARGIN and storage.wait(queues, seconds - TOKEN_MARGIN):
+        return  # woken: fetch again now
+    left = deadline - time.monotonic()
+    if left > 0 and not exiting():
+        retired.wait(left)
