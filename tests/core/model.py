@@ -153,13 +153,15 @@ class Model:
     def pending(self) -> int:
         return sum(len(self.live(level)) for level in LEVELS)
 
-    def full(self) -> bool:
+    def full(self, stale: Rec | None = None) -> bool:
         """A new task for now finds no room (with a buffer that holds tasks, none either:
-        they enter first)."""
+        they enter first). ``stale``: a waiting copy of it about to leave, not counted."""
         if self.max_pending is None:
             return False
-        return self.pending() >= self.max_pending or (
-            self.when_full == "buffer" and bool(self.live("overflow"))
+        in_ready = 1 if stale is not None and stale.state == "queued" else 0
+        buffered = len(self.live("overflow")) - (stale is not None and stale.state == "overflow")
+        return self.pending() - in_ready >= self.max_pending or (
+            self.when_full == "buffer" and buffered > 0
         )
 
     def room_made(self, most: int = 1000) -> int:
@@ -222,12 +224,14 @@ class Model:
         if rec is not None and rec.state == "running":
             rec.rerun = True
             return "rerun"
-        limited = not delay and not first and self.full()
+        limited = not delay and not first and self.full(rec if stale else None)
         if limited and self.when_full != "buffer":
             self.refused += 1
             return "full"  # nothing written: a finished record stays as it was
         if stale:
             self._unready(task_id)
+            if rec is not None and rec.state == "queued" and self.when_full == "buffer":
+                self.room_made()  # the room it leaves: buffered tasks first
         # a task with an expiry is never handed over (only a fetch checks the expiry)
         if not delay and not limited and not expires and self.can_hand_over():
             return self.hand_over(task_id, prio)

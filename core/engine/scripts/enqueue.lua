@@ -84,10 +84,12 @@ if limit and when_full == 'buffer' and redis.call('LLEN', KEYS[12]) > 0 then
     limit, when_full, 0, 1000)
 end
 
-local function full()
+-- (a stale copy of the task, in a ready list or the buffer, about to leave: not counted)
+local function full(stale_ready, stale_buffered)
   if not limit then return false end
   waiting = waiting or pending(ready, KEYS[1])
-  return waiting >= limit or (when_full == 'buffer' and buffered(KEYS[1], KEYS[12]) > 0)
+  return waiting - stale_ready >= limit
+    or (when_full == 'buffer' and buffered(KEYS[1], KEYS[12]) - stale_buffered > 0)
 end
 
 local function readied()
@@ -132,7 +134,8 @@ local function enqueue(id, payload, prio, delay, first, cron_name, cron_tick, ex
       return 'rerun'
     end
   end
-  local limited = delay <= 0 and not first and full()
+  local limited = delay <= 0 and not first
+    and full(stale and meta.state == 'queued' and 1 or 0, stale and meta.state == 'overflow' and 1 or 0)
   if limited and when_full ~= 'buffer' then  -- refused before anything is written
     redis.call('HINCRBY', KEYS[13], 'refused', 1)
     return 'full'
@@ -144,6 +147,11 @@ local function enqueue(id, payload, prio, delay, first, cron_name, cron_tick, ex
       leave(KEYS[1], level_of(meta.prio), id, meta)
       unmarked[level_of(meta.prio)] = false
       if waiting then waiting = waiting - 1 end
+      if limit and when_full == 'buffer' then  -- the room it leaves: buffered tasks first
+        room_made({tasks = KEYS[1], ready = ready, overflow = KEYS[12], wake = KEYS[8]},
+          limit, when_full, 0, 1000)
+        waiting = nil
+      end
     elseif meta.state == 'overflow' then
       leave(KEYS[1], 'overflow', id, meta)
     else
