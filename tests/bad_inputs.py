@@ -278,6 +278,12 @@ MISTAKES: tuple[Mistake, ...] = (
     ),
     _py("ztq.batch(ttl=0)", "ttl must be a number of seconds > 0", "InvalidOption"),
     _py(
+        'with ztq.batch():\n    add.enqueue((1, 2), id="job-1")',
+        "id='job-1' in a batch: a member's id is made from the batch's (a task that already "
+        "has that id would not be a member); leave id= out",
+        "InvalidOption",
+    ),
+    _py(
         "with ztq.batch():\n    with ztq.batch():\n        pass",
         "a batch inside a batch block: open the child batch inside a member task",
         "ConfigError",

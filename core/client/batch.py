@@ -261,7 +261,8 @@ def relay(
 def send_callbacks(storage: Storage, app: App, rounds: int = 20) -> int:
     """Work off the global outbox: a child's end goes to its parent (which may complete in
     turn and add entries: up to ``rounds`` rounds here, the rest next time), a callback is
-    enqueued with its once-guard. Each entry is removed after it was done."""
+    enqueued with its once-guard. Each entry is removed after it was done (a callback its
+    full queue refused stays, for the next relay)."""
     sent = 0
     for _ in range(rounds):
         entries = storage.batch_sends()
@@ -273,7 +274,10 @@ def send_callbacks(storage: Storage, app: App, rounds: int = 20) -> int:
                 storage.batch_end(parts[1], parts[2], parts[3], parts[4], send_entry=text)
                 continue
             if parts[0] == "cb" and len(parts) == 3:
-                sent += _send_callback(storage, app, parts[1], parts[2])
+                got = _send_callback(storage, app, parts[1], parts[2])
+                if got < 0:  # its queue is full: the entry stays, sent again next time
+                    continue
+                sent += got
             storage.batch_sent(text)
     return sent
 
@@ -296,7 +300,7 @@ def _send_callback(storage: Storage, app: App, batch_id: str, kind: str) -> int:
     queue = placed(app, call, cid, storage)
     ttl_ms = int(rec.get("ttl") or DEFAULT_BATCH_TTL * 1000)
     reply = storage.call(*storage.enqueue_op(queue, [entry(call, cid)], once=(cid, ttl_ms)))
-    return 0 if str(reply[1]) == "once" else 1
+    return {"once": 0, "full": -1}.get(str(reply[1]), 1)
 
 
 def ordered_results(storage: Storage, batch_id: str) -> list[Any]:

@@ -14,6 +14,8 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ztq.core.errors import InvalidOption
+
 if TYPE_CHECKING:
     from ztq.core.client.app import App
     from ztq.core.client.calls import TaskCall
@@ -41,7 +43,15 @@ class BatchBuffer(list[tuple["TaskCall", str]]):
         self.batch_id = batch_id
 
     def member_id(self, call: TaskCall, task_id: str) -> str:
-        if call.id is not None or not call.unique:
+        """A member's id: made from the batch's. A given ``id=`` is refused: a task that
+        already has that id (waiting, or running) would not become a member, and the batch
+        would wait for it for ever."""
+        if call.id is not None:
+            raise InvalidOption(
+                f"id={call.id!r} in a batch: a member's id is made from the batch's (a task "
+                "that already has that id would not be a member); leave id= out"
+            )
+        if not call.unique:
             return task_id
         text = f"{self.batch_id}:{task_id}".encode("ascii")
         return hashlib.md5(text, usedforsecurity=False).hexdigest()

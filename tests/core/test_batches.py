@@ -267,3 +267,51 @@ def test_an_expired_member_counts_as_failed(storage: Storage) -> None:
     s = b.status()
     assert (s.done, s.failed, s.state) == (1, 1, "complete")
     assert callbacks(storage) == [callback_id(b.id, "complete")]
+
+
+def test_a_callback_its_full_queue_refused_is_sent_later(storage: Storage) -> None:
+    """The once-guard is set only when the callback was written: a full queue refuses it,
+    the entry stays in the outbox, and the next relay sends it (it was lost for good)."""
+    ztq.configure_queue("cb", max_pending=1)
+    try:
+        t.noop.enqueue((), queue="cb")  # the queue is full
+        with ztq.batch(on_complete=t.noop.prepare((9,), queue="cb")) as b:
+            t.add.delay(1, 1)
+        run_all(storage)
+        assert b.status().state == "success"
+        assert [lease.id for lease in storage.fetch("cb", W, "t9", 30_000, 5)] != [
+            callback_id(b.id, "complete")
+        ]
+        relay(storage, ["default"])
+        assert callbacks(storage) == [callback_id(b.id, "complete")]
+        relay(storage, ["default"])
+        assert callbacks(storage) == []  # once
+    finally:
+        ztq.configure_queue("cb", max_pending=None)
+
+
+def test_a_results_hash_written_after_the_end_goes_with_the_batch(storage: Storage) -> None:
+    with ztq.batch(on_complete=t.noop.prepare((), queue="cb"), pass_results=True,
+                   ttl=60) as b:  # fmt: skip
+        h = t.add.delay(1, 1)
+    run_all(storage, fail={h.id})
+    assert b.status().state == "complete"
+    assert storage.requeue("default", "error", [h.id]) == 1
+    run_all(storage, results={h.id: "2"})
+    results = storage.keys.batch_results(b.id)
+    ttl = storage.client.pttl(results)
+    assert storage.client.exists(results) and 0 < ttl <= 60_000
+
+
+def test_wait_on_a_batch_that_expired_raises(storage: Storage) -> None:
+    with ztq.batch(ttl=60) as b:
+        t.add.delay(1, 1)
+    storage.client.delete(storage.keys.batch(b.id))  # its ttl passed
+    with pytest.raises(ztq.NotFound):
+        b.wait(timeout=30)
+
+
+def test_an_explicit_id_in_a_batch_is_refused(storage: Storage) -> None:
+    t.add.enqueue((1, 1), id="job-1")
+    with pytest.raises(ztq.InvalidOption), ztq.batch():
+        t.add.enqueue((1, 1), id="job-1")

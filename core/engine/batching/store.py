@@ -244,7 +244,8 @@ class BatchStore(Transport):
     def wait_batch(self, batch_id: str, event: str, timeout: float | None) -> bool:
         """Block until the batch's ``event`` ('complete' or 'success') happened, or
         ``timeout`` seconds passed (None: for ever); no polling: a blocking read of the
-        batch's event list, which the script that completes it pushes to."""
+        batch's event list, which the script that completes it pushes to (in slices of
+        WAIT_BLOCK, between which a batch gone, its ttl passed, raises NotFound)."""
         key = (self.keys.batch_success if event == "success" else self.keys.batch_complete)(
             batch_id
         )
@@ -253,6 +254,9 @@ class BatchStore(Transport):
             with self.guard():
                 if self.client.exists(key):
                     return True
+                if not self.client.exists(self.keys.batch(batch_id)):  # expired meanwhile
+                    raise NotFound(f"no batch {batch_id!r} (never made, or expired after it "
+                                   "finished)")  # fmt: skip
             left = WAIT_BLOCK if deadline is None else deadline - time.monotonic()
             if left <= 0:
                 return False

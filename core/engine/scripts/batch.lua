@@ -116,6 +116,8 @@ if was ~= outcome then
 end
 if result ~= '' and redis.call('HGET', KEYS[1], 'pass_results') == '1' then
   redis.call('HSET', KEYS[4], member, result)
+  local left = redis.call('PTTL', KEYS[1])  -- a batch that ended keeps its keys for its ttl
+  if left > 0 then redis.call('PEXPIRE', KEYS[4], left) end
 end
 check()
 trim()

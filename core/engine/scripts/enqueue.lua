@@ -5,7 +5,7 @@
 --       17 waiter, 18 hand, 19 rate (the queue's rate limit state, _lib.lua), 20 (optional)
 --       a once-guard: the call's `once` key (a batch callback, docs/batches.md): the task is
 --       enqueued only if that key is not set, and the key is set (for the TTL in ms given as
---       the last ARGV)
+--       the last ARGV) unless a full queue refused the task
 -- ARGV: 9 fields per task: id, payload JSON, priority, delay_ms (0 = now; an absolute eta is
 --       turned into a delay by the client), first (0/1), cron entry name ('' = not cron),
 --       cron tick (ms), expires_ms ('0' = none: else the task is stored with its expiry
@@ -192,9 +192,7 @@ local out = {}
 local last = #ARGV
 if KEYS[20] then
   last = last - 1
-  if not redis.call('SET', KEYS[20], '1', 'NX', 'PX', ARGV[#ARGV]) then
-    return {ARGV[1], 'once'}
-  end
+  if redis.call('EXISTS', KEYS[20]) == 1 then return {ARGV[1], 'once'} end
 end
 for i = 1, last, 9 do
   local id = ARGV[i]
@@ -202,6 +200,9 @@ for i = 1, last, 9 do
   out[#out + 1] = enqueue(id, ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3]),
     ARGV[i + 4] == '1', ARGV[i + 5], ARGV[i + 6], tonumber(ARGV[i + 7]), ARGV[i + 8])
 end
+-- the once-guard is set only when the call was written (a full queue refused it: it is
+-- sent again later)
+if KEYS[20] and out[2] ~= 'full' then redis.call('SET', KEYS[20], '1', 'PX', ARGV[#ARGV]) end
 if woken > 0 and not (rate_t and rate_sleeper(KEYS[19], now)) then wake(KEYS[8], woken) end
 if scheduled > 0 then wake(KEYS[10], scheduled) end
 return out
