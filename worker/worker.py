@@ -17,13 +17,8 @@ from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from ztq.core.client.app import (
-    App,
-    check_shared_names,
-    default_app,
-    load_app,
-    tasks_elsewhere,
-)
+from ztq.core.client.app import App, default_app, load_app
+from ztq.core.client.apps import check_shared_names, tasks_elsewhere
 from ztq.core.client.cron import CronTable
 from ztq.core.engine.fault_kinds import kind
 from ztq.core.engine.storage import Reaped, Storage

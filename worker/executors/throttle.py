@@ -42,8 +42,12 @@ def wait_for_token(
     wake the thread, until just before the instant, which it then waits for on its own
     clock (``retired`` cuts that short)."""
     deadline = time.monotonic() + seconds
-    if seconds > TOKEN_MARGIN and storage.wait(queues, seconds - TOKEN_MARGIN):
-        return  # woken: fetch again now
+    while not exiting():  # a blocking read is capped (blocking.MAX_BLOCK): read again
+        left = deadline - time.monotonic() - TOKEN_MARGIN
+        if left <= 0:
+            break
+        if storage.wait(queues, left):
+            return  # woken: fetch again now
     left = deadline - time.monotonic()
     if left > 0 and not exiting():
         retired.wait(left)

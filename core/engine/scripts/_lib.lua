@@ -427,9 +427,9 @@ end
 -- string match, the payload is not decoded). Returns nil when the task may start now (its
 -- token is taken), or the time (ms) of the token reserved for it: the caller holds it until
 -- then. A held task (meta.held) owns its token already: promote.lua brings it back at the
--- token's time (an operator's "run now" sooner).
+-- token's time (an operator's "run now" sooner), and it starts if that time is less than
+-- one period ago.
 local function task_gate(config, key, meta, payload, now)
-  if meta.held then return nil end  -- its token is reserved: it starts (lease_to clears it)
   local name = string.match(payload, '^%[%s*"([^"\\]+)"')
     or string.match(payload, '"task"%s*:%s*"([^"\\]+)"')
   if not name then return nil end
@@ -437,6 +437,13 @@ local function task_gate(config, key, meta, payload, now)
   if not spec then return nil end
   local t, tau = rate_of(string.match(spec, '^(%S+)'), string.match(spec, ' (%d+)$'))
   if not t then return nil end
+  if meta.held then
+    -- its token was reserved for `due`: it starts within one period of it (lease_to clears
+    -- the mark). Later (the queue was paused, every thread busy), the held tasks due
+    -- meanwhile would start together, over the bound: it reserves a token anew.
+    if not meta.due or now < meta.due + t then return nil end
+    meta.held, meta.due = nil, nil
+  end
   local field = 't:' .. name
   local tat = math.max(tonumber(redis.call('HGET', key, field) or '0') or 0, now)
   redis.call('HSET', key, field, string.format('%.17g', tat + t))

@@ -4,7 +4,8 @@
 -- lifted `max_pending` moves buffered tasks in and frees blocked producers (room_made).
 -- A changed or lifted `rate_limit` / `rate_burst` drops the registration of the executor
 -- sleeping until the next token and wakes the idle executors (up to 16) when tasks wait:
--- each fetches once under the new rate (the token state `tat` is kept).
+-- each fetches once under the new rate (the token state `tat` is kept when the period is
+-- the same or the rate is lifted; a new period carries the debt of starts over in it).
 -- KEYS: 1 config, 2 wake, 3 ready:high, 4 ready:normal, 5 ready:low, 6 tasks, 7 overflow,
 --       8 room, 9 rate
 -- ARGV: field, value, field, value, ... ('' clears the field); `rate:<task>` fields are
@@ -23,6 +24,9 @@ local ready = {high = KEYS[3], normal = KEYS[4], low = KEYS[5]}
 local before = tonumber(redis.call('HGET', KEYS[1], 'max_pending'))
 local was_full = before ~= nil and pending(ready, KEYS[6]) >= before  -- producers blocked?
 local rate_changed, task_rates = false, false
+-- the queue's rate before the change: a debt of starts counted in its period is carried
+-- over in the new one (raised from 1/m to 100/s, one start's debt is 10 ms, not 60 s)
+local old_t = rate_of(redis.call('HGET', KEYS[1], 'rate_limit'), nil)
 for i = 1, #ARGV, 2 do
   if ARGV[i] == 'rate_limit' or ARGV[i] == 'rate_burst' then rate_changed = true end
   if string.sub(ARGV[i], 1, 5) == 'rate:' then  -- a task's rate limit (a worker's start)
@@ -51,6 +55,14 @@ if task_rates then  -- `task_rates`: how many tasks have one (fetch looks only t
   if n > 0 then redis.call('HSET', KEYS[1], 'task_rates', n)
   else redis.call('HDEL', KEYS[1], 'task_rates') end
 end
-if rate_changed then redis.call('HDEL', KEYS[9], 'slot', 'who') end
+if rate_changed then
+  redis.call('HDEL', KEYS[9], 'slot', 'who')
+  local new_t = rate_of(redis.call('HGET', KEYS[1], 'rate_limit'), nil)
+  local tat = tonumber(redis.call('HGET', KEYS[9], 'tat') or '')
+  local now = now_ms()
+  if old_t and new_t and new_t ~= old_t and tat and tat > now then
+    redis.call('HSET', KEYS[9], 'tat', string.format('%.17g', now + (tat - now) * new_t / old_t))
+  end
+end
 if pending(ready, KEYS[6]) > 0 then wake(KEYS[2], rate_changed and 16 or 1) end
 return moved

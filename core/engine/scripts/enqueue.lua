@@ -121,7 +121,7 @@ local function enqueue(id, payload, prio, delay, first, cron_name, cron_tick, ex
         readied()
       else
         redis.call('ZREM', KEYS[5], id)
-        meta.due = nil
+        meta.due, meta.held = nil, nil  -- a held one reserves a token anew (no early start)
         readied()
       end
       meta.state, meta.prio = 'queued', prio
