@@ -103,6 +103,7 @@ class Batch:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         block_buffer.reset(self._token)
+        self._buffer.closed = True  # type: ignore[union-attr]
         if kind is None:  # an exception writes nothing
             self._write()
 
@@ -113,6 +114,7 @@ class Batch:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         block_buffer.reset(self._token)
+        self._buffer.closed = True  # type: ignore[union-attr]
         if kind is None:
             await asyncio.to_thread(self._write)
 

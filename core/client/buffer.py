@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ztq.core.errors import InvalidOption
+from ztq.core.errors import ConfigError, InvalidOption
 
 if TYPE_CHECKING:
     from ztq.core.client.app import App
@@ -24,6 +24,16 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Buffer = list[tuple["TaskCall", str]]
+
+
+class BlockBuffer(list[tuple["TaskCall", str]]):
+    """The buffer of a ``with transaction():`` or ``with batch():`` block. ``closed`` once
+    the block ended: an asyncio task spawned in the block keeps the block's context, and an
+    enqueue it made after the block would land in a buffer already written (lost)."""
+
+    closed = False
+
+
 # writes buffered calls, returning their handles (``ztq.core.client.enqueue.send_many``)
 Flush = Callable[[Sequence[tuple["TaskCall", str]]], "list[TaskHandle]"]
 # the buffer of the open ``with transaction():`` block (transaction.py sets it), None outside
@@ -32,7 +42,7 @@ block_buffer: contextvars.ContextVar[Buffer | None] = contextvars.ContextVar(
 )
 
 
-class BatchBuffer(list[tuple["TaskCall", str]]):
+class BatchBuffer(BlockBuffer):
     """The buffer of an open ``with batch():`` block (``ztq.core.client.batch``): its tasks
     are the batch's members. A member's default id includes the batch id, so an identical
     task outside the batch, or in another batch, is another task; identical tasks within
@@ -70,6 +80,12 @@ def current_buffer(app: App, flush: Flush, join: bool | None = None) -> Buffer |
         return None
     buf = block_buffer.get()
     if buf is not None:
+        if isinstance(buf, BlockBuffer) and buf.closed:
+            raise ConfigError(
+                "an enqueue after its transaction or batch block ended (an asyncio task "
+                "spawned in the block, still running): the block was written already; await "
+                "such tasks inside the block"
+            )
         return buf
     if join or app.joins_transactions:
         return _join_transaction_manager(flush)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from ztq.core.client.buffer import Buffer, DataManager, block_buffer
+from ztq.core.client.buffer import BlockBuffer, DataManager, block_buffer
 from ztq.core.client.enqueue import send_many
 from ztq.core.client.handle import TaskHandle
 
@@ -29,10 +29,11 @@ def transaction() -> Iterator[list[TaskHandle]]:
     if outer is not None:
         yield handles
         return
-    buf: Buffer = []
+    buf = BlockBuffer()
     token = block_buffer.set(buf)
     try:
         yield handles
     finally:
         block_buffer.reset(token)
+        buf.closed = True
     handles.extend(send_many(buf))

@@ -315,3 +315,30 @@ def test_an_explicit_id_in_a_batch_is_refused(storage: Storage) -> None:
     t.add.enqueue((1, 1), id="job-1")
     with pytest.raises(ztq.InvalidOption), ztq.batch():
         t.add.enqueue((1, 1), id="job-1")
+
+
+def test_an_enqueue_after_the_block_from_a_spawned_task_is_refused(storage: Storage) -> None:
+    """An asyncio task spawned in the block keeps its context, so its late enqueue went to
+    the block's buffer, already written: lost without a word. It is refused now."""
+
+    async def main() -> BaseException | None:
+        started = asyncio.Event()
+        late: asyncio.Task[None] | None = None
+
+        async def spawned() -> None:
+            started.set()
+            await asyncio.sleep(0.05)
+            await t.add.adelay(7, 7)
+
+        async with ztq.batch():
+            await t.add.adelay(1, 1)
+            late = asyncio.get_running_loop().create_task(spawned())
+            await started.wait()
+        try:
+            await late
+        except ztq.ConfigError as exc:
+            return exc
+        return None
+
+    err = asyncio.run(main())
+    assert err is not None and "after its transaction or batch block ended" in str(err)
