@@ -115,6 +115,13 @@ class QueueAdmin(Reads):
                 k.overflow(queue), k.room(queue), k.rate(queue)]  # fmt: skip
         self.call("configure", keys, argv)
 
+    def rate_leave(self, queue: str, worker: str, thread: str) -> bool:
+        """The executor (``worker``, ``thread``) registered for ``queue``'s next rate-limit
+        token took other work: it leaves the registration and an idle executor is woken
+        to take it (see rate_leave.lua). False when the registration was not its own."""
+        keys = [self.keys.rate(queue), self.keys.wake(queue)]
+        return bool(int(self.call("rate_leave", keys, [worker, thread])))
+
     # -- the console's undo and follow-through ---------------------------------------------
     def trash_errors(
         self, queue: str, batch: str, ids: Sequence[str] = (), *, oldest: int = 0

@@ -38,6 +38,7 @@ NAMES = (
     "release",
     "pause",
     "configure",
+    "rate_leave",
     "login",
     "session",
     "token",

@@ -270,3 +270,44 @@ def test_held_tasks_whose_slots_passed_do_not_start_together(storage: Storage) -
     assert storage.fetch(Q, "w1", "t", 60_000, 10) == []  # held again, each for a new token
     held = storage.client.zrange(storage.keys.delayed(Q), 0, -1, withscores=True)
     assert [i for i, _ in held] == ["a2", "a3"] and held[0][1] > redis_ms(storage)
+
+
+def test_an_executor_that_took_other_work_leaves_its_registration(storage: Storage) -> None:
+    """Registered for the next token, a thread serving two queues ran the other queue's
+    task: the token went unused until an idle wait ended (a 2/s drain took 10 s, not 5.5).
+    It leaves the registration, only its own, and wakes an idle executor to take it."""
+    fill(storage, 3)
+    ztq.configure_queue(Q, rate_limit="1/h")
+    assert len(storage.fetch(Q, "w1", "t", 60_000, 10)) == 1
+    reply = storage.call(*storage.fetch_op(Q, "w1", "mixed", 60_000, 10))
+    assert 0 < storage.fetch_throttled(reply) < math.inf  # registered for the next token
+    storage.client.delete(storage.keys.wake(Q))
+    assert not storage.rate_leave(Q, "w2", "other")  # not its registration: left alone
+    assert storage.client.hget(storage.keys.rate(Q), "who") == "w1\tmixed"
+    assert storage.rate_leave(Q, "w1", "mixed")
+    assert storage.client.hget(storage.keys.rate(Q), "who") is None
+    assert storage.client.llen(storage.keys.wake(Q)) == 1  # an idle executor is woken
+    reply = storage.call(*storage.fetch_op(Q, "w2", "t", 60_000, 10))
+    assert 0 < storage.fetch_throttled(reply) < math.inf  # and registers in its place
+
+
+def test_the_executor_leaves_the_tokens_it_registered_for() -> None:
+    from ztq.worker.executors.throttle import Tokens
+
+    class Calls:
+        def __init__(self) -> None:
+            self.left: list[tuple[str, str, str]] = []
+
+        def fetch_throttled(self, reply: list[int]) -> float | None:
+            return None if reply[0] < 3 else reply[2] / 1000
+
+        def rate_leave(self, queue: str, worker: str, thread: str) -> bool:
+            self.left.append((queue, worker, thread))
+            return True
+
+    calls, tokens = Calls(), Tokens()
+    tokens.note(calls, "a", [3, "r", 800])  # type: ignore[arg-type]
+    tokens.note(calls, "b", [0, "r"])  # type: ignore[arg-type]
+    assert tokens.wait == 0.8 and tokens.queues == ["a"]
+    tokens.leave(calls, "w1", "mixed")  # type: ignore[arg-type]
+    assert calls.left == [("a", "w1", "mixed")] and tokens.pop() is None

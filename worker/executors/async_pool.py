@@ -207,7 +207,7 @@ class AsyncExecutor(BaseExecutor):
         paused = not fetch and not exiting and free > 0
         # registered for a rate limit's next token: wake at that instant (asyncio's timer),
         # a wake-up token or a run's end sooner
-        token = self.pop_token_wait()
+        token = self.tokens.pop()
         await self._wait(fetch=fetch, timeout=PAUSED_LOOK if paused or exiting else token)
         return False
 
@@ -219,7 +219,7 @@ class AsyncExecutor(BaseExecutor):
         n_writes = len(ops)
         queues = self.fetch_order() if fetch else []  # the queue, or its shards in turn
         want = min(free, FETCH_MAX)
-        self.token_wait = None
+        self.tokens.clear()
         if queues:
             ops.append(self.fetch_op(queues[0], want))
         if not ops:

@@ -27,7 +27,7 @@ from ztq.worker.context import RunContext, Running, reset_current, set_current
 from ztq.worker.execute import Interruptible, Killed, SoftTimeout, call, pool_mismatch, prepare
 from ztq.worker.executors.batches import Batch, Sent, ends_to_relay, relay_ends
 from ztq.worker.executors.process_slot import ProcessSlot, SlotTask
-from ztq.worker.executors.throttle import next_token_wait, wait_for_token
+from ztq.worker.executors.throttle import Tokens, wait_for_token
 
 if TYPE_CHECKING:
     from ztq.worker.worker import Worker
@@ -56,7 +56,7 @@ class BaseExecutor(threading.Thread, abc.ABC):
         self.done_count = 0
         self.failed_count = 0
         self.turn = 0  # which shard of a sharded queue is asked first (rotates every fetch)
-        self.token_wait: float | None = None  # see pop_token_wait
+        self.tokens = Tokens()  # rate-limit tokens its fetches registered it for
         # what the autoscaler measures (worker/scaler.py): runs ended, their seconds, and
         # the CPU seconds of this thread while running them (thread executors)
         self.runs_ended = 0
@@ -186,13 +186,8 @@ class BaseExecutor(threading.Thread, abc.ABC):
             result_ttl_ms=int(self.cfg.result_ttl * 1000), history_maxlen=self.cfg.history_maxlen,
         )  # fmt: skip
 
-    def pop_token_wait(self) -> float | None:
-        """Seconds to the next rate-limit token if the last fetch registered us for it; once."""
-        token, self.token_wait = self.token_wait, None
-        return token
-
     def take(self, queue: str, reply: Any) -> list[Leased]:
-        self.token_wait = next_token_wait(self.storage, reply, self.token_wait)
+        self.tokens.note(self.storage, queue, reply)
         self.hold(leased := self.storage.parse_fetch(queue, reply))
         return leased
 
@@ -353,7 +348,7 @@ class Executor(BaseExecutor):
         ops = self.write_ops()
         n_writes = len(ops)
         queues = self.fetch_order() if fetch else []
-        self.token_wait = None
+        self.tokens.clear()
         if queues:
             # one queue watched: when it is empty, be its waiter (an enqueue hands the next
             # task straight to this thread: one round trip from enqueue to start)
@@ -378,6 +373,8 @@ class Executor(BaseExecutor):
             if leased:
                 break
             leased = self.take(queue, self.storage.execute([self.fetch_op(queue, self.batch)])[0])
+        if leased:  # it runs these: another executor awaits the tokens it registered for
+            self.tokens.leave(self.storage, self.worker.id, self.spec.name)
         return leased
 
     def wait_for_work(self) -> list[Leased]:
@@ -385,7 +382,7 @@ class Executor(BaseExecutor):
         wake list of the queue this thread is the waiter of (a handed task comes back leased,
         to run at once), else on the wake lists."""
         queue, self.waiting_on = self.waiting_on, None
-        token = self.pop_token_wait()
+        token = self.tokens.pop()
         if token is not None:  # registered for a rate limit's next token: sleep until it
             wait_for_token(self.storage, self.wait_queues(), token, self.retired, self.should_exit)
             return []

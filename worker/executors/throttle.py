@@ -21,6 +21,37 @@ from ztq.core.engine.storage import Storage
 TOKEN_MARGIN = 0.2
 
 
+class Tokens:
+    """What an executor's fetches said of rate-limit tokens: the soonest instant it is
+    registered for, and the queues whose next token it awaits (each fetch round starts
+    afresh: :meth:`clear`)."""
+
+    def __init__(self) -> None:
+        self.wait: float | None = None
+        self.queues: list[str] = []
+
+    def clear(self) -> None:
+        self.wait, self.queues = None, []
+
+    def note(self, storage: Storage, queue: str, reply: Any) -> None:
+        waits = next_token_wait(storage, reply, None)
+        if waits is not None:  # registered for this queue's next token
+            self.queues.append(queue)
+            self.wait = waits if self.wait is None else min(self.wait, waits)
+
+    def pop(self) -> float | None:
+        """Seconds to the soonest token this executor awaits, once."""
+        wait, self.wait = self.wait, None
+        return wait
+
+    def leave(self, storage: Storage, worker: str, thread: str) -> None:
+        """The executor took other work: it will not be there at its tokens' instants, so
+        it leaves the registrations to the idle executors it wakes (rate_leave.lua)."""
+        for queue in self.queues:
+            storage.rate_leave(queue, worker, thread)
+        self.clear()
+
+
 def next_token_wait(storage: Storage, reply: Any, before: float | None) -> float | None:
     """The seconds until the next token when this fetch ``reply`` registered the caller for
     it (the sooner of that and ``before``), else ``before``."""
