@@ -278,6 +278,12 @@ MISTAKES: tuple[Mistake, ...] = (
     ),
     _py("ztq.batch(ttl=0)", "ttl must be a number of seconds > 0", "InvalidOption"),
     _py(
+        'ztq.Batch(batch_id="run\\t7")',
+        "batch_id must be 1 to 200 characters without spaces, tabs or newlines, not "
+        "'run\\t7' (it is part of keys and of tab-separated outbox entries)",
+        "InvalidOption",
+    ),
+    _py(
         'with ztq.batch():\n    add.enqueue((1, 2), id="job-1")',
         "id='job-1' in a batch: a member's id is made from the batch's (a task that already "
         "has that id would not be a member); leave id= out",

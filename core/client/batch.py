@@ -72,6 +72,13 @@ class Batch:
         self.description, self.pass_results = description, bool(pass_results)
         self.connection = connection
         self.ttl = float(ttl if ttl is not None else DEFAULT_BATCH_TTL)
+        if batch_id is not None and (
+            not batch_id or len(batch_id) > 200 or any(c.isspace() for c in batch_id)
+        ):
+            raise InvalidOption(
+                f"batch_id must be 1 to 200 characters without spaces, tabs or newlines, not "
+                f"{batch_id!r} (it is part of keys and of tab-separated outbox entries)"
+            )
         self.id = batch_id or os.urandom(8).hex()
         self.handles: list[TaskHandle] = []
         self.parent = ""

@@ -12,7 +12,7 @@ import ztq.core as ztq
 from tests import sample_tasks as t
 from tests.console.conftest import post
 from ztq.core.engine.record import split_record
-from ztq.core.engine.storage import Storage
+from ztq.core.engine.storage import Finished, Storage
 
 
 def expire(store: Storage, n: int) -> list[str]:
@@ -46,9 +46,13 @@ def test_metrics_count_expired_tasks(operator: TestApp, store: Storage) -> None:
 
 def test_the_history_shows_and_filters_expired_runs(operator: TestApp, store: Storage) -> None:
     [task_id] = expire(store, 1)
-    t.add.delay(5, 5)
+    ran = t.add.delay(5, 5)
+    [lease] = store.fetch("default", "w", "t", 60_000, 1)
+    assert lease.id == ran.id
+    store.ack("default", "w", [Finished(ran.id, lease.token, t.add.name, "10")])
+    assert ran.id in operator.get("/history").text  # a run the filter must leave out
     page = operator.get("/history", {"status": "expired"})
-    assert task_id in page.text
+    assert task_id in page.text and ran.id not in page.text
     assert page.html.select_one('select[name="status"] option[value="expired"]') is not None
 
 
