@@ -357,6 +357,17 @@ local function member_end(outbox, batch, id, outcome, fence, result)
   redis.call('RPUSH', outbox, entry)
 end
 
+-- A finished record (done or expired) stays for its result TTL in the queue's `done` set
+-- (0: dropped now); sweep_finished removes it once the TTL passed.
+local function keep_finished(tasks, done, id, meta, payload, ttl, now)
+  if ttl > 0 then
+    save(tasks, id, meta, payload)
+    redis.call('ZADD', done, now + ttl, id)
+  else
+    redis.call('HDEL', tasks, id)
+  end
+end
+
 -- Finished records (done or expired) whose result TTL passed go, a few at a time (bounded
 -- work per call): ack does it on the way, and so does fetch, which ends expired tasks
 -- without an ack and so must not leave their records behind when nothing is acked.

@@ -44,13 +44,10 @@ for i = 4, #ARGV, 4 do
       new_series(meta)
       push_ready(KEYS[1], ready, id, meta, payload, false)
       wake(KEYS[11])
-    elseif ttl > 0 then
+    else
       meta.state = 'done'
       if result ~= '' then meta.result = result end
-      save(KEYS[1], id, meta, payload)
-      redis.call('ZADD', KEYS[3], now + ttl, id)
-    else
-      redis.call('HDEL', KEYS[1], id)
+      keep_finished(KEYS[1], KEYS[3], id, meta, payload, ttl, now)
     end
   end
 end

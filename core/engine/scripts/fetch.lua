@@ -67,12 +67,7 @@ local function end_expired(id, meta, payload)
     'started', 0, 'ended', now, 'runtime_ms', 0, 'summary', '', 'comment', '')
   stats.expired = (stats.expired or 0) + 1
   meta.state, meta.ended = 'expired', now
-  if ttl > 0 then
-    save(KEYS[1], id, meta, payload)
-    redis.call('ZADD', KEYS[15], now + ttl, id)
-  else
-    redis.call('HDEL', KEYS[1], id)
-  end
+  keep_finished(KEYS[1], KEYS[15], id, meta, payload, ttl, now)
 end
 -- the reply, after the counts of the expired ones and a sweep of finished records: as many
 -- as it ended and 20 more, and 20 when it took nothing (an idle queue's, or one whose tasks
