@@ -89,6 +89,23 @@ def median(values: Sequence[float]) -> float:
     return percentile(values, 50.0)
 
 
+# -- the report --------------------------------------------------------------------------------
+def write_section(out: Path, heading: str, text: str, before: str | tuple[str, ...]) -> None:
+    """Replace the section ``heading`` of ``out`` (to the next ``## ``) with ``text``, or
+    insert it before the first heading starting with ``before`` (one of them, when a tuple;
+    at the end when there is none); the rest of the file is kept."""
+    lines = out.read_text(encoding="utf-8").split("\n") if out.exists() else []
+    new = text.split("\n")
+    heads = [i for i, line in enumerate(lines) if line.startswith("## ")]
+    start = next((i for i in heads if lines[i] == heading), None)
+    if start is not None:
+        end = next((i for i in heads if i > start), len(lines))
+    else:
+        later = [i for i in heads if lines[i].startswith(before)]
+        start = end = later[0] if later else len(lines)
+    out.write_text("\n".join(lines[:start] + new + lines[end:]), encoding="utf-8")
+
+
 # -- processes ---------------------------------------------------------------------------------
 def spawn(args: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[Any]:
     """Start a worker in its own process group (so its children can be stopped with it)."""

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.common import write_section
 from bench.console import RouteTimes
 from bench.profile import Profiles
 from bench.report import (
@@ -185,6 +186,9 @@ def render(ctx: Context) -> str:
         "```sh",
         COMMAND,
         "```",
+        "",
+        "ztq against its own earlier commits (a git ref, the tree and the ref side by side): "
+        "section *Against ztq's own past* (`bench/past/`, also `make bench-quick`).",
         "",
         "## Machine and versions",
         "",
@@ -404,12 +408,4 @@ def update(path: Path, ctx: Context, name: str) -> None:
     """Rewrite one section of an existing report, from its heading to the next ``## ``;
     a section the report lacks goes before the profiles (where ``render`` puts it)."""
     new = SECTIONS[name](ctx)
-    lines = path.read_text(encoding="utf-8").split("\n") if path.exists() else []
-    heads = [i for i, line in enumerate(lines) if line.startswith("## ")]
-    start = next((i for i in heads if lines[i] == new[0]), None)
-    if start is not None:
-        end = next((i for i in heads if i > start), len(lines))
-    else:
-        later = [i for i in heads if lines[i].startswith(LATER)]
-        start = end = later[0] if later else len(lines)
-    path.write_text("\n".join(lines[:start] + new + lines[end:]), encoding="utf-8")
+    write_section(path, new[0], "\n".join(new), before=LATER)

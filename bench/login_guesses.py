@@ -5,7 +5,8 @@ console on a real HTTP server, then guesses one user's password from one address
 as the console answers, and again rotating user names from that address, then one user
 from many addresses (``X-Forwarded-For`` through a trusted proxy). It prints the tries
 that reached a password check (403) against those turned away locked (429), next to
-what :meth:`ztq.core.auth.logins.LoginPolicy.guesses` says the policy allows.
+what :meth:`ztq.core.auth.logins.LoginPolicy.guesses` says the counter that stops each
+run allows (a name from one address, an address, a name from anywhere).
 """
 
 from __future__ import annotations
@@ -79,18 +80,20 @@ def measure(seconds: float) -> None:
         )
         storage = Storage(make_client(server.url), url=server.url)
         base = http_server.application_url.rstrip("/")
-        runs = {
-            "one user, one address": lambda i: ("ann", "198.51.100.1"),
-            "many users, one address": lambda i: (f"user{i}", "198.51.100.2"),
-            "one user, many addresses": lambda i: ("bob", f"10.9.{i // 250}.{i % 250}"),
-        }
-        print(f"policy: {policy.free} free failures, locks from {policy.first:g} s doubling "
-              f"to {policy.longest:g} s; it allows {policy.guesses(seconds)} tries in "
-              f"{seconds:g} s, {policy.guesses(3600)} in the first hour, then "
-              f"{3600 / policy.longest:g} an hour")  # fmt: skip
-        for name, pick in runs.items():
+        runs = {  # each with the free failures of the counter that stops it
+            "one user, one address": (lambda i: ("ann", "198.51.100.1"), policy.free),
+            "many users, one address": (lambda i: (f"user{i}", "198.51.100.2"), policy.free_addr),
+            "one user, many addresses": (
+                lambda i: ("bob", f"10.9.{i // 250}.{i % 250}"), policy.free_user),
+        }  # fmt: skip
+        print(f"policy: {policy.free} free failures of a name from one address, "
+              f"{policy.free_addr} of an address, {policy.free_user} of a name from anywhere; "
+              f"locks from {policy.first:g} s doubling to {policy.longest:g} s, then "
+              f"{3600 / policy.longest:g} tries an hour")  # fmt: skip
+        for name, (pick, free) in runs.items():
             checked, locked = _run(base, storage, seconds, pick)
-            print(f"{name:26}: {checked:4} passwords checked, {locked:5} refused (429) "
+            print(f"{name:26}: {checked:4} passwords checked (the policy allows "
+                  f"{policy.guesses(seconds, free)}), {locked:5} refused (429) "
                   f"in {seconds:g} s")  # fmt: skip
         http_server.shutdown()
     finally:

@@ -31,7 +31,7 @@ from typing import Any
 import redis
 
 from bench import env
-from bench.common import ROOT, median, percentile
+from bench.common import ROOT, median, percentile, write_section
 
 THREADS = (1, 8, 32)
 COROUTINES = (1, 100, 1000)
@@ -337,18 +337,8 @@ NOTES = [
 
 
 def write(out: Path, text: str) -> None:
-    """Replace the section in ``out`` (heading to the next ``## ``), or insert it before
-    "Where the time goes"."""
-    lines = out.read_text(encoding="utf-8").split("\n") if out.exists() else []
-    new = text.split("\n")
-    heads = [i for i, line in enumerate(lines) if line.startswith("## ")]
-    start = next((i for i in heads if lines[i] == HEADING), None)
-    if start is not None:
-        end = next((i for i in heads if i > start), len(lines))
-    else:
-        later = [i for i in heads if lines[i].startswith("## Where the time goes")]
-        start = end = later[0] if later else len(lines)
-    out.write_text("\n".join(lines[:start] + new + lines[end:]), encoding="utf-8")
+    """Replace the section in ``out``, or insert it before "Where the time goes"."""
+    write_section(out, HEADING, text, before="## Where the time goes")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,7 @@
 """A long day (issue 28): many tasks, for a long time, under SIGKILLs and a Redis restart.
 
-``python -m bench.soak [--tasks 1000000] [--minutes 30] [--workers 4] [--kill-every 60]``
+``python -m bench.soak [--tasks 1000000] [--minutes 30] [--workers 4] [--kill-every 60]
+[--drop-replies 0.02] [--oom-at 0.66 --oom-seconds 60]``
 
 Starts two private redis-servers: the data Redis (append-only file, fsync always, so a
 restart keeps what was acknowledged) and a counting Redis that is never faulted. A producer
@@ -10,6 +11,16 @@ seconds on average one worker process is SIGKILLed and replaced at once; half-wa
 the data Redis is SIGKILLed and restarted on the same port (the producer holds off while it
 is down). Each task marks its number in bitmaps on the counting Redis (``bench.soak_tasks``),
 so that at the end *lost* (never ran) and *run twice* are exact counts.
+
+Issue 35 adds two faults. ``--drop-replies P``: the producer (only it; the workers connect
+directly) reaches the data Redis through the proxy of ``tests/proxy.py``, which for a share P
+of its requests lets Redis run the request and closes the connection before the reply
+arrives, so redis-py sends it again (a lost reply to an enqueue). ``--oom-at F
+--oom-seconds S``: at that fraction of the run the data Redis's ``maxmemory`` is set to its
+``used_memory`` (policy noeviction) for S seconds; the enqueues refused with ``RedisFull``
+are counted and sent again after the episode (same ids), so they are not lost. *Run twice
+explained by SIGKILLs*: a task whose first run was in a worker process group that the soak
+SIGKILLed (``soak:first`` on the counting Redis); the others are listed by number.
 
 Every minute it records the workers' resident memory, the data Redis's ``used_memory``, the
 queue depth and the lengths of what ztq keeps (task records, finished-record index, history
@@ -72,6 +83,16 @@ class Soak:
     producer_errors: int = 0
     kills: int = 0
     restarts: int = 0
+    drop_replies: float = 0.0
+    oom_at: float = 0.0
+    oom_seconds: float = 60.0
+    producer_url: str = ""
+    oom_refused: int = 0  # transactions refused with RedisFull (sent again after the episode)
+    oom_refused_tasks: int = 0  # distinct task numbers among them
+    oom_refused_upto: int = 0
+    oom_limit_mb: float = 0.0
+    dropped: int = 0  # producer replies the proxy dropped
+    killed: set[int] = field(default_factory=set)  # process groups SIGKILLed
     samples: list[Sample] = field(default_factory=list)
     procs: list[subprocess.Popen[Any]] = field(default_factory=list)
     started: int = 0  # worker processes started, replacements included
@@ -84,14 +105,21 @@ def spawn_worker(soak: Soak) -> subprocess.Popen[Any]:
         "--queue", f"{QUEUE}:4", "--import", "bench.soak_tasks",
         "--log-level", "WARNING", "--name", f"soak-{soak.started}",
     ]  # fmt: skip
-    env = {"SOAK_COUNT": soak.count_url, "ZTQ_RESULT_TTL": str(soak.result_ttl)}
+    env = {
+        "SOAK_COUNT": soak.count_url,
+        "ZTQ_RESULT_TTL": str(soak.result_ttl),
+        "ZTQ_REDIS_URL": soak.data_url,  # directly: only the producer's replies are dropped
+    }
     return spawn(args, soak.logs / f"worker-{soak.started}.log", env=env)
 
 
 def produce(soak: Soak, running: threading.Event, done: threading.Event) -> None:
     """Enqueue at an even pace; while ``running`` is clear (Redis restarting), hold off."""
+    import ztq.core as ztq
     from bench import soak_tasks
-    from ztq.core import ZtqError, transaction
+    from ztq.core import RedisFull, ZtqError, transaction
+
+    ztq.connect(soak.producer_url or soak.data_url)
 
     start = time.monotonic()
     i = 0
@@ -106,6 +134,12 @@ def produce(soak: Soak, running: threading.Event, done: threading.Event) -> None
             with transaction():
                 for j in range(i, end):
                     soak_tasks.note.delay(j)
+        except RedisFull:
+            soak.oom_refused += 1  # retried after the episode: the same ids, one task each
+            soak.oom_refused_tasks += max(0, end - max(i, soak.oom_refused_upto))
+            soak.oom_refused_upto = max(soak.oom_refused_upto, end)
+            time.sleep(0.5)
+            continue
         except (ZtqError, redis.RedisError):
             soak.producer_errors += 1  # retried: identical tasks are one task (same id)
             time.sleep(0.5)
@@ -167,6 +201,7 @@ def kill_one(soak: Soak, rng: random.Random) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(victim.pid, signal.SIGKILL)
     victim.wait(timeout=10)
+    soak.killed.add(victim.pid)  # its own process group (start_new_session)
     soak.procs[k] = spawn_worker(soak)
     soak.kills += 1
 
@@ -183,6 +218,13 @@ def run(soak: Soak, sample_every: float, drain_timeout: float, seed: int) -> int
     data = redis.Redis.from_url(soak.data_url)
     count = redis.Redis.from_url(soak.count_url)
     rng = random.Random(seed)
+    proxy = None
+    if soak.drop_replies:
+        from tests.proxy import ReplyDropper
+
+        proxy = ReplyDropper(data_server.port)  # reconnects to the same port after a restart
+        proxy.drop_share("", soak.drop_replies, seed)
+        soak.producer_url = proxy.url
     print(
         f"soak: data redis {data_server.port}, counting redis {count_server.port}, logs {soak.logs}"
     )
@@ -196,6 +238,8 @@ def run(soak: Soak, sample_every: float, drain_timeout: float, seed: int) -> int
         next_kill = t0 + rng.uniform(0.5, 1.5) * soak.kill_every
         next_sample = t0 + sample_every
         restart_at = t0 + soak.seconds / 2
+        oom_at = t0 + soak.oom_at * soak.seconds if soak.oom_at else float("inf")
+        oom_until = float("inf")
         last_progress, last_ran = time.monotonic(), -1
         while True:
             now = time.monotonic()
@@ -208,6 +252,17 @@ def run(soak: Soak, sample_every: float, drain_timeout: float, seed: int) -> int
                 soak.restarts += 1
                 running.set()
                 print("soak: data redis SIGKILLed and restarted", flush=True)
+            if now >= oom_at:
+                used = int(data.info("memory")["used_memory"])
+                data.config_set("maxmemory-policy", "noeviction")
+                data.config_set("maxmemory", used)
+                soak.oom_limit_mb = used / 2**20
+                oom_at, oom_until = float("inf"), now + soak.oom_seconds
+                print(f"soak: maxmemory set to used_memory ({used:,} B)", flush=True)
+            if now >= oom_until:
+                data.config_set("maxmemory", 0)
+                oom_until = float("inf")
+                print(f"soak: maxmemory lifted; {soak.oom_refused} refusals", flush=True)
             if now >= next_sample:
                 sample(soak, t0, data, count)
                 next_sample += sample_every
@@ -223,19 +278,37 @@ def run(soak: Soak, sample_every: float, drain_timeout: float, seed: int) -> int
             time.sleep(0.25)
         wall = time.monotonic() - t0
         sample(soak, t0, data, count)
-        return report(soak, count, wall)
+        soak.dropped = proxy.dropped if proxy else 0
+        return report(soak, data, count, wall)
     finally:
         stop(soak.procs)
+        if proxy:
+            proxy.close()
         data_server.cleanup()
         count_server.cleanup()
 
 
-def report(soak: Soak, count: redis.Redis, wall: float) -> int:
-    from bench import soak_tasks
+def bits(count: redis.Redis, key: str, n: int) -> list[int]:
+    """The task numbers below ``n`` whose bit is set in bitmap ``key``."""
+    raw = count.get(key) or b""
+    return [i for i in range(min(n, len(raw) * 8)) if raw[i // 8] >> (7 - i % 8) & 1]
 
-    ran = int(count.bitcount(soak_tasks.SEEN))
-    twice = int(count.bitcount(soak_tasks.TWICE))
-    lost = soak.tasks - ran
+
+def report(soak: Soak, data: redis.Redis, count: redis.Redis, wall: float) -> int:
+    from bench import soak_tasks
+    from ztq.core.engine.keys import Keys
+
+    seen = set(bits(count, soak_tasks.SEEN, soak.tasks))
+    twice_ids = bits(count, soak_tasks.TWICE, soak.tasks)
+    lost_ids = [i for i in range(soak.tasks) if i not in seen]
+    first = count.hmget(soak_tasks.FIRST, twice_ids) if twice_ids else []
+    pgids = zip(twice_ids, first, strict=True)
+    unexplained = [i for i, g in pgids if int(g or 0) not in soak.killed]
+    twice, lost = len(twice_ids), len(lost_ids)
+    try:
+        totals = {k.decode(): v.decode() for k, v in data.hgetall(Keys().totals(QUEUE)).items()}
+    except redis.RedisError:
+        totals = {}
     picks = [soak.samples[0], soak.samples[len(soak.samples) // 2], soak.samples[-1]]
     print()
     print(f"| measure | {' | '.join(f'{s.minute:.0f} min' for s in picks)} |")
@@ -246,6 +319,10 @@ def report(soak: Soak, count: redis.Redis, wall: float) -> int:
         ("queued (ready lists)", lambda s: f"{s.depth:,}"),
         ("task records (hash)", lambda s: f"{s.records:,}"),
         ("finished-record index", lambda s: f"{s.finished_index:,}"),
+        (
+            "used_memory / task records, B",
+            lambda s: f"{s.used_mb * 2**20 / max(s.records, 1):,.0f}",
+        ),
         ("history stream", lambda s: f"{s.history:,}"),
         ("worker-event stream", lambda s: f"{s.events:,}"),
     ]
@@ -257,7 +334,33 @@ def report(soak: Soak, count: redis.Redis, wall: float) -> int:
         f"{soak.workers} workers, {soak.kills} SIGKILLs, {soak.restarts} Redis restart(s), "
         f"{soak.producer_errors} producer retries: lost {lost}, run twice {twice}"
     )
-    return 0 if lost == 0 else 1
+    print()
+    print("| fault run | count |")
+    print("|---|---|")
+    for label, value in [
+        ("tasks", f"{soak.tasks:,}"),
+        ("lost", lost),
+        ("run twice", twice),
+        ("run twice, first run in a SIGKILLed worker", twice - len(unexplained)),
+        ("run twice, not explained by a SIGKILL", len(unexplained)),
+        ("SIGKILLs (workers)", soak.kills),
+        ("data Redis restarts (SIGKILL)", soak.restarts),
+        ("producer replies dropped", soak.dropped),
+        ("producer retries (ConnectionFailed etc.)", soak.producer_errors),
+        (
+            f"OOM refusals (transactions / tasks), maxmemory {soak.oom_limit_mb:.1f} MB for "
+            f"{soak.oom_seconds:.0f} s",
+            f"{soak.oom_refused} / {soak.oom_refused_tasks:,}",
+        ),
+        ("oom_compact (totals)", totals.get("oom_compact", "0")),
+        ("oom_dropped (totals)", totals.get("oom_dropped", "0")),
+    ]:
+        print(f"| {label} | {value} |")
+    if lost_ids:
+        print(f"soak: lost (first 50): {lost_ids[:50]}")
+    if unexplained:
+        print(f"soak: run twice, not explained (first 50): {unexplained[:50]}")
+    return 0 if lost == 0 and not unexplained else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -270,9 +373,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--drain-timeout", type=float, default=180.0)
     ap.add_argument("--result-ttl", type=int, default=300, help="the workers' result_ttl")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--drop-replies", type=float, default=0.0, help="share of producer replies")
+    ap.add_argument("--oom-at", type=float, default=0.0, help="fraction of the run; 0: none")
+    ap.add_argument("--oom-seconds", type=float, default=60.0)
     args = ap.parse_args(argv)
     logs = Path(tempfile.mkdtemp(prefix="ztq-soak-"))
     soak = Soak(args.tasks, args.minutes * 60, args.workers, args.kill_every, args.result_ttl, logs)
+    soak.drop_replies, soak.oom_at = args.drop_replies, args.oom_at
+    soak.oom_seconds = args.oom_seconds
     return run(soak, args.sample_every, args.drain_timeout, args.seed)
 
 

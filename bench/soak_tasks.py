@@ -1,7 +1,9 @@
 """The task of ``bench.soak``, imported by its worker processes.
 
 Each run marks its number in a bitmap on a second Redis that is never faulted (``SOAK_COUNT``):
-``seen`` when it ran at least once, ``twice`` when it ran again. Bitmaps keep a million task
+``seen`` when it ran at least once, ``twice`` when it ran again; ``first`` keeps the process
+group of the worker that ran it first, so that the soak can tell a second run that a SIGKILL
+of that worker explains from one nothing explains. Bitmaps keep a million task
 numbers in 125 kB each, so the counting Redis stays small whatever the run length.
 """
 
@@ -15,9 +17,12 @@ from ztq.core import task
 
 SEEN = "soak:seen"
 TWICE = "soak:twice"
+FIRST = "soak:first"  # task number -> process group of the worker that ran it first
 _MARK = """
 if redis.call('SETBIT', KEYS[1], ARGV[1], 1) == 1 then
   redis.call('SETBIT', KEYS[2], ARGV[1], 1)
+else
+  redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
 end
 """
 _client: redis.Redis | None = None
@@ -35,4 +40,4 @@ def _marker():  # type: ignore[no-untyped-def]
 @task(queue="soak")
 def note(i: int) -> None:
     """Mark run ``i``: the whole work of a soak task, so that ztq's own cost dominates."""
-    _marker()(keys=[SEEN, TWICE], args=[i])
+    _marker()(keys=[SEEN, TWICE, FIRST], args=[i, os.getpgid(0)])

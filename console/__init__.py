@@ -11,6 +11,7 @@ workers through Redis (``ztq.core.engine.workers``), and nothing of ztq imports 
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +20,24 @@ from pyramid.config import Configurator
 from ztq.console.config import load
 from ztq.console.views.alerts import start_evaluation
 from ztq.core.alerts.alerter import from_app_settings
+from ztq.core.errors import ZtqError
 
 # ztq.console.__file__: the repo root in an editable install, site-packages/ztq in a wheel
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = ROOT / "templates"
 STATIC = ROOT / "static"
+
+
+def paste_app(global_config: dict[str, Any] | None = None, **settings: Any) -> Any:
+    """``pserve app.ini``'s entry point (``use = egg:ztq``): :func:`main`, with a
+    configuration mistake (no secret, a bad users line, a role ``admin``) written as one
+    line on stderr and exit 2, as ``ztq console`` says it, instead of pserve's 40-line
+    traceback (issue 39). :func:`main` itself raises, for tests and WSGI servers."""
+    try:
+        return main(global_config, **settings)
+    except ZtqError as exc:
+        print(f"ztq console: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def main(global_config: dict[str, Any] | None = None, **settings: Any) -> Any:
@@ -44,6 +58,7 @@ def main(global_config: dict[str, Any] | None = None, **settings: Any) -> Any:
                 "number",
                 "brief",
                 "call",
+                "args_cut",
                 "pretty",
                 "progress",
                 "error_type",

@@ -1,9 +1,15 @@
 """``python -m ztq.console`` (and ``ztq console``, which runs it): the console served by
 waitress from the settings and the environment alone, no ini file needed.
 
+``--print-config`` prints the ``app.ini`` that ships in the package (the repository's own,
+``console/app.ini``) and exits: what a pip user, who has no checkout, starts from
+(``ztq console --print-config > /etc/ztq/app.ini``).
+
 ``--ini FILE`` reads an ``app.ini`` as ``pserve`` would (``[app:main]``, its ``[server:main]``
 waitress options and its logging sections); ``--host`` / ``--port`` override where it
-listens (default ``127.0.0.1:6543``). A setting the console cannot use is one line on
+listens (default ``127.0.0.1:6543``); ``--log-config FILE`` configures logging from a
+.json dictConfig or an .ini fileConfig (:mod:`ztq.core.settings.logfile`), after the ini's
+own logging sections. A setting the console cannot use is one line on
 stderr naming it (and its ini line, where it has one), exit 2: ``pserve`` shows the same
 :class:`~ztq.core.errors.ConfigError` with the traceback of the app factory.
 """
@@ -18,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ztq.core.errors import ZtqError
+from ztq.core.settings.logfile import load_logging_file
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 6543
 LOG_FORMAT = "%(asctime)s %(levelname)-5.5s [%(name)s] %(message)s"  # app.ini's
@@ -36,7 +43,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, help=f"port to listen on (default {DEFAULT_PORT})")
     parser.add_argument("--ini", metavar="FILE", help="an app.ini: its [app:main] settings, "
                         "[server:main] waitress options and logging")  # fmt: skip
+    parser.add_argument("--log-config", metavar="FILE", help="logging's own configuration, "
+                        "after the ini's: a .json dictConfig or an .ini fileConfig")  # fmt: skip
+    parser.add_argument("--print-config", action="store_true",
+                        help="print a commented app.ini to start from, and exit")  # fmt: skip
     return parser
+
+
+def shipped_ini() -> str:
+    """The app.ini in the package: the file ``pserve`` and ``--ini`` read, with its comments."""
+    from importlib import resources
+
+    return resources.files("ztq.console").joinpath("app.ini").read_text("utf-8")
 
 
 def _read_ini(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -57,21 +75,27 @@ def _read_ini(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     return app, server
 
 
-def make_app(ini: Path | None) -> tuple[Any, dict[str, Any]]:
-    """The console's WSGI app and the waitress options of the ini (none without one)."""
+def make_app(ini: Path | None, log_config: str | None = None) -> tuple[Any, dict[str, Any]]:
+    """The console's WSGI app and the waitress options of the ini (none without one); the
+    logging of ``log_config`` after the ini's own, before the app reads its settings."""
     from ztq.console import main
 
+    settings, server = _read_ini(ini) if ini is not None else ({}, {})
+    if log_config:  # after the ini's logging sections: the file wins
+        load_logging_file(log_config)
     if ini is None:
         return main({}), {}
-    settings, server = _read_ini(ini)
     return main({"__file__": str(ini), "here": str(ini.parent)}, **settings), server
 
 
 def run(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.print_config:
+        sys.stdout.write(shipped_ini())
+        return 0
     ini = Path(args.ini).resolve() if args.ini else None
     try:
-        app, server = make_app(ini)
+        app, server = make_app(ini, args.log_config)
         if not logging.getLogger().handlers:  # "Serving on ..." and errors, on stderr
             logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
         if args.host or args.port or not server.get("listen"):

@@ -32,6 +32,7 @@ from ztq.core import settings as ztq_settings
 from ztq.core.auth.logins import LoginPolicy
 from ztq.core.auth.passwords import is_valid_hash
 from ztq.core.auth.sessions import ROLES, SessionPolicy
+from ztq.core.auth.tokens import StaticToken
 from ztq.core.errors import ConfigError
 from ztq.core.settings import ConnectionSettings, System, systems_of
 
@@ -97,6 +98,7 @@ class ConsoleSettings:
     prefix: str
     secret: str = field(repr=False)
     users: dict[str, User] = field(repr=False)
+    tokens: dict[str, StaticToken] = field(default_factory=dict, repr=False)  # by token id
     secure_cookies: bool = False
     sessions: SessionPolicy = SessionPolicy()
     proxies: tuple[Network, ...] = ()
@@ -206,6 +208,23 @@ def parse_users(text: str, source: str = "") -> dict[str, User]:
     return users
 
 
+def parse_tokens(text: str, source: str = "") -> dict[str, StaticToken]:
+    """Parse ``NAME ROLE ID SHA256`` lines (from ``static_token``) -> {id: token}."""
+    tokens: dict[str, StaticToken] = {}
+    for at, (name, role, token_id, digest) in _entries(text, "tokens", "NAME ROLE ID SHA256",
+                                                       source):  # fmt: skip
+        where = f"{at}, token {name!r}"
+        _role(where, role)
+        if not re.fullmatch(r"[0-9a-f]{12}", token_id):
+            raise ConfigError(f"{where}: {token_id!r} is not a token id (12 hex digits)")
+        if not re.fullmatch(r"[0-9a-f]{64}", digest):
+            raise ConfigError(f"{where}: {digest[:16]!r}... is not a SHA-256 (64 hex digits)")
+        if token_id in tokens:
+            raise ConfigError(f"{where}: the token is listed twice")
+        tokens[token_id] = StaticToken(name, role, digest)
+    return tokens
+
+
 def parse_proxies(text: str) -> tuple[Network, ...]:
     """``10.0.0.5 10.1.0.0/16 ::1`` -> networks; a bad entry is named."""
     networks = []
@@ -248,6 +267,28 @@ def make_sso(header: str, groups_header: str, roles: dict[str, str], proxies: tu
             "add 'GROUP ROLE' lines ('* viewer' gives every signed-in user the viewer role)"
         )
     return SSO(header, groups_header or "X-Forwarded-Groups", roles)
+
+
+def login_policy(got: Any, checked: Any) -> LoginPolicy:
+    """The sign-in throttle of the settings: the wider limits (an address, a name from
+    anywhere) are never below the limit of a name from one address."""
+    free = got["console.login_attempts"].value
+
+    def at_least(name: str) -> Any:
+        def check(value: int) -> int:
+            if value < free:
+                raise ConfigError(f"{name} ({value}) must be at least console.login_attempts "
+                                  f"({free}): it is the wider limit")  # fmt: skip
+            return value
+
+        return checked(name, check)
+
+    return LoginPolicy(
+        free=free,
+        longest=got["console.login_lock_max"].value,
+        free_addr=at_least("console.login_address_attempts"),
+        free_user=at_least("console.login_user_attempts"),
+    )
 
 
 def load(
@@ -305,6 +346,7 @@ def load(
         systems=systems_of(default, got["systems"]),
         secret=secret,
         users=users,
+        tokens=lines("console.tokens", parse_tokens),
         secure_cookies=got["console.secure_cookies"].value,
         sessions=SessionPolicy(
             idle=got["console.session_idle_minutes"].value * 60,
@@ -316,7 +358,5 @@ def load(
         page_size=got["console.page_size"].value,
         bulk_batch=got["console.bulk_batch"].value,
         bulk_seconds=got["console.bulk_seconds"].value,
-        login=LoginPolicy(
-            free=got["console.login_attempts"].value, longest=got["console.login_lock_max"].value
-        ),
+        login=login_policy(got, checked),
     )

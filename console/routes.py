@@ -33,6 +33,7 @@ ROUTES = (
     ("trash", "/trash"),  # deleted errors that can be restored (docs/console.md, "Undo")
     ("trash_restore", "/trash/restore"),
     ("tasks", "/tasks"),
+    ("task_args", "/tasks/{id}/args"),  # a task's arguments whole, as a download
     ("task", "/tasks/{id}"),
     ("search", "/search"),
     ("errors", "/errors"),

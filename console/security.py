@@ -45,7 +45,7 @@ from ztq.console.session import SessionCSRF, is_from_proxy
 from ztq.core.auth.logins import login_failed, login_succeeded, login_wait
 from ztq.core.auth.passwords import dummy_hash, verify_password
 from ztq.core.auth.sessions import end_session, grant_of
-from ztq.core.auth.tokens import check_token
+from ztq.core.auth.tokens import check_static, check_token
 from ztq.core.monitor.streams import write_audit
 
 log = logging.getLogger("ztq.console")
@@ -162,6 +162,7 @@ class ConsolePolicy:
 
     def __init__(self, settings: ConsoleSettings) -> None:
         self.users = settings.users
+        self.tokens = settings.tokens  # declared in the settings: no Redis needed
         self.sso = settings.sso
         self.acl = ACLHelper()
         self.cache = _VerifyCache()
@@ -227,7 +228,9 @@ class ConsolePolicy:
         """An API token or Basic credentials (read-only API and /metrics only)."""
         scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
         if scheme.lower() == "bearer":
-            info = check_token(request.home_storage, credentials.strip())
+            info = check_static(self.tokens, credentials.strip()) or check_token(
+                request.home_storage, credentials.strip()
+            )
             return None if info is None else User(f"token:{info.id}", info.role, "")
         if scheme.lower() == "basic" and credentials:
             return self._basic(request, credentials)
@@ -258,8 +261,7 @@ class ConsolePolicy:
                 verify_password(password, dummy_hash())  # same cost as a known name
             locks = login_failed(storage, policy, name, addr)
             if max(locks):
-                detail = f"Basic from {addr}: user locked {locks.user:g}s, address {locks.addr:g}s"
-                write_audit(storage, name, "login locked", detail=detail)
+                write_audit(storage, name, "login locked", detail="Basic, " + locks.describe(addr))
             return None
         if login_succeeded(storage, policy, name, addr):
             write_audit(storage, name, "login unlocked", detail=f"address {addr}: Basic")

@@ -17,6 +17,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("console.users", text, "", "one 'NAME ROLE HASH' a line (';' separates them "
             "too); the console refuses to start without users unless SSO is set",
             secret=True),
+    Setting("console.tokens", text, "", "API tokens declared here (one 'NAME ROLE ID "
+            "SHA256' a line, ';' separates them too): they survive a Redis that restarts "
+            "empty; docs/console.md says how to make one", secret=True),
     Setting("console.secure_cookies", boolean, False, "cookies over HTTPS only"),
     Setting("console.session_hours", number(0.1, 24 * 30), 12.0,
             "a session ends this long after its sign-in (hours)"),
@@ -36,7 +39,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("console.bulk_seconds", number(0, 30), 0.5,
             "seconds a bulk request works before it shows progress"),
     Setting("console.login_attempts", number(1, 100, whole=True), 5,
-            "failed logins of a user name or client address before the first lock"),
+            "failed logins of a user name from one client address before the first lock "
+            "of that name at that address"),
+    Setting("console.login_address_attempts", number(1, 10_000, whole=True), 20,
+            "failed logins from one client address, any names, before the address is "
+            "locked (at least login_attempts)"),
+    Setting("console.login_user_attempts", number(1, 10_000, whole=True), 50,
+            "failed logins of a user name from all addresses together before the name is "
+            "locked everywhere (at least login_attempts)"),
     Setting("console.login_lock_max", number(1, 86400), 900.0,
             "the longest login lock (seconds; locks start at 1 s and double per failure)"),
 )  # fmt: skip

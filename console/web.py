@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from pyramid.httpexceptions import HTTPNotFound, HTTPSeeOther
 
@@ -89,12 +89,22 @@ def page_size(request: Any) -> int:
     return int_param(request, "limit", default, 1, monitor.MAX_PAGE)
 
 
+# what a path may keep as it is in a Location header: the rest (spaces, quotes, angle
+# brackets, anything not ASCII) is percent-encoded as UTF-8, as a browser sends it
+_KEEP = "!#$%&'()*+,-./:;=?@[]^_`{|}~"
+
+
 def safe_next(value: Any, default: str = "/") -> str:
-    """A local path to go back to; anything that could leave the site gives ``default``."""
+    """A local path to go back to, ASCII only (a header carries nothing else: a ``next`` of
+    ``/／／evil.com`` is encoded, not a 500 after the sign-in); anything that could leave the
+    site gives ``default``."""
     if not isinstance(value, str) or not value.startswith("/") or value.startswith("//"):
         return default
+    if "\\" in value or any(ord(c) < 32 or ord(c) == 127 for c in value):
+        return default
+    value = quote(value, safe=_KEEP)
     parts = urlsplit(value)
-    if parts.scheme or parts.netloc or "\\" in value or any(ord(c) < 32 for c in value):
+    if parts.scheme or parts.netloc:
         return default
     return value
 

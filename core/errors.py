@@ -26,7 +26,8 @@ class UnknownTask(ZtqError, LookupError):
 
 
 class PayloadError(ZtqError, ValueError):
-    """A task record in Redis is not valid JSON or lacks a required field."""
+    """A task record in Redis is not valid JSON or lacks a required field; or a payload
+    over ``max_payload`` bytes, refused before it is written."""
 
 
 class ConnectionFailed(ZtqError, ConnectionError):

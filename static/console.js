@@ -9,7 +9,8 @@
 // - after a filter is submitted, focus lands on the results (#results, else the list);
 // - confirmations: buttons with data-confirm ask first;
 // - "select all" checkboxes; bulk progress forms (data-autosubmit) continue by themselves;
-// - <time> elements show the browser's local time.
+// - <time> elements show the browser's local time;
+// - on a phone, the current section is scrolled into view in the navigation's row.
 (function () {
   "use strict";
 
@@ -323,7 +324,17 @@
     }
   });
 
+  // on a phone the sections are one row that scrolls sideways: the current one in view
+  function currentSectionInView() {
+    var nav = document.querySelector(".main-nav");
+    var cur = nav && nav.querySelector("[aria-current=page]");
+    if (!cur || nav.scrollWidth <= nav.clientWidth) { return; }
+    var off = cur.getBoundingClientRect().left - nav.getBoundingClientRect().left;
+    nav.scrollLeft += off - (nav.clientWidth - cur.offsetWidth) / 2;
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    currentSectionInView();
     enhance(document);
     setupLive();
     watchPending();

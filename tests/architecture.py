@@ -81,24 +81,29 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
-def _import_nodes(node: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
-    """Every import statement in ``node``, skipping the body of ``if TYPE_CHECKING:``."""
+def _import_nodes(
+    node: ast.AST, type_checking: bool = False
+) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement in ``node``, skipping the body of ``if TYPE_CHECKING:``
+    unless ``type_checking``."""
     if isinstance(node, (ast.Import, ast.ImportFrom)):
         yield node
-    elif isinstance(node, ast.If) and _is_type_checking(node.test):
+    elif isinstance(node, ast.If) and _is_type_checking(node.test) and not type_checking:
         for statement in node.orelse:
             yield from _import_nodes(statement)
     else:
         for child in ast.iter_child_nodes(node):
-            yield from _import_nodes(child)
+            yield from _import_nodes(child, type_checking)
 
 
-def imports_of(module: Module, known: Iterable[str]) -> set[str]:
-    """The ztq modules ``module`` imports (see the module docstring for what counts)."""
+def imports_of(module: Module, known: Iterable[str], type_checking: bool = False) -> set[str]:
+    """The ztq modules ``module`` imports (see the module docstring for what counts);
+    ``type_checking``: the imports under ``if TYPE_CHECKING:`` count too (the type-level
+    graph, where a cycle is a knot in the design even when Python never runs it)."""
     names = set(known)
     found: set[str] = set()
     tree = ast.parse(module.source, filename=str(module.path))
-    for node in _import_nodes(tree):
+    for node in _import_nodes(tree, type_checking):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name in names:
@@ -122,10 +127,12 @@ def imports_of(module: Module, known: Iterable[str]) -> set[str]:
     return found
 
 
-def import_graph(modules: dict[str, Module] | None = None) -> dict[str, set[str]]:
-    """Module name -> the ztq modules it imports."""
+def import_graph(
+    modules: dict[str, Module] | None = None, type_checking: bool = False
+) -> dict[str, set[str]]:
+    """Module name -> the ztq modules it imports (``type_checking``: see :func:`imports_of`)."""
     modules = discover() if modules is None else modules
-    return {name: imports_of(module, modules) for name, module in modules.items()}
+    return {name: imports_of(module, modules, type_checking) for name, module in modules.items()}
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -191,6 +198,34 @@ def describe_cycles(graph: dict[str, set[str]]) -> list[str]:
         f"  (all {len(component)} modules: {', '.join(component)})"
         for component in cycles(graph)
     ]
+
+
+# -- the Redis boundary ------------------------------------------------------------------------
+ENGINE = "ztq.core.engine"
+
+
+def redis_leaks(modules: dict[str, Module]) -> list[tuple[str, str]]:
+    """(module, what) for each place outside :data:`ENGINE` that imports redis-py (any
+    import, under ``if TYPE_CHECKING:`` and inside functions too) or reads an attribute
+    named ``client`` (a Storage's redis-py client: ``storage.client``, ``self.client``)."""
+    found: list[tuple[str, str]] = []
+    for name in sorted(modules):
+        if name == ENGINE or name.startswith(ENGINE + "."):
+            continue
+        tree = ast.parse(modules[name].source, filename=str(modules[name].path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                targets = [node.module or ""]
+            else:
+                targets = []
+            for target in targets:
+                if target == "redis" or target.startswith("redis."):
+                    found.append((name, f"imports {target} (line {node.lineno})"))
+            if isinstance(node, ast.Attribute) and node.attr == "client":
+                found.append((name, f"reaches .client (line {node.lineno})"))
+    return found
 
 
 # -- the package-level picture ---------------------------------------------------------------

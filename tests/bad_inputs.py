@@ -150,6 +150,13 @@ MISTAKES: tuple[Mistake, ...] = (
         "arguments travel as JSON",
     ),
     _py(
+        'add.delay("x" * 5_000_000, 1)',
+        "the payload of tests.sample_tasks.add is 4.8 MB (5000033 bytes), over max_payload "
+        "(4.0 MB, 4194304 bytes); nothing was enqueued",
+        "PayloadError",
+        "a payload has a bound (max_payload, 4 MB by default); pass a reference to big data",
+    ),
+    _py(
         'add.delay(1, float("nan"))',
         "Out of range float values are not JSON compliant",
         "SerializationError",
@@ -212,6 +219,18 @@ MISTAKES: tuple[Mistake, ...] = (
         "InvalidOption",
     ),
     _py(
+        '@ztq.task(cron="0 3 * * *")\ndef nightly(day): pass',
+        "nightly' (0 3 * * *) would fail on every tick: None.nightly(day): missing a "
+        "required argument: 'day'",
+        "WrongArguments",
+        "a tick gives the entry's arguments only: refused when the module is imported",
+    ),
+    _py(
+        'ztq.add_cron(add, "*/5 * * * *")',
+        "cron entry 'tests.sample_tasks.add' (*/5 * * * *) would fail on every tick",
+        "WrongArguments",
+    ),
+    _py(
         'add.enqueue((1, 2), eta="tomorrow")',
         "eta must be a number of seconds, not 'tomorrow'",
         "InvalidOption",
@@ -239,6 +258,12 @@ MISTAKES: tuple[Mistake, ...] = (
         'ztq.connect("ftp://cache:21", name="x")',
         "Redis URL 'ftp://cache:21' is not valid",
         "ConfigError",
+    ),
+    _py(
+        'ztq.connect("redis://127.0.0.1:6379/abc", name="x")',
+        "redis_url names database 'abc' (in its path), not a whole number 0-1000000",
+        "ConfigError",
+        "was read as database 0, silently",
     ),
     _py(
         'ztq.get_storage("reports")',
@@ -295,9 +320,26 @@ MISTAKES: tuple[Mistake, ...] = (
         "ConfigError",
     ),
     _py(
+        "with ztq.batch() as b:\n    add.delay(70, 80)\n    b.status()",
+        "is written when its block ends: call status() after the with block",
+        "NotFound",
+        'said "never made, or expired" inside the block',
+    ),
+    _py(
+        "with ztq.transaction():\n    h = add.delay(70, 80)\n    ztq.ping(h)",
+        "is written when the transaction or batch block ends: ping it after the with block",
+        "NotFound",
+    ),
+    _py(
         'batch_status(ztq.get_storage(), "nope")',
         "no batch 'nope' (never made, or expired after it finished)",
         "NotFound",
+    ),
+    _py(
+        'ztq.configure_queue("mail", rate_limit="5/s burst 1000000")',
+        "a burst of 1000000 lets 1000000 tasks start at once, more than an hour of 5/s",
+        "InvalidOption",
+        "a burst past an hour's starts lifted the limit without a word",
     ),
     _py(
         'ztq.configure_queue("mail", rate_limit="20 per second")',
@@ -335,7 +377,20 @@ MISTAKES: tuple[Mistake, ...] = (
         "cannot import task module 'no_such_module_xyz'",
         2,
     ),
+    _cli(
+        "ztq worker --import tests.raising_tasks --burst",
+        "tests/raising_tasks.py:6: KeyError: 'ZTQ_TEST_NO_SUCH_SMTP_HOST'",
+        2,
+        "an error raised by the module's own code: one line with its file:line, no traceback",
+    ),
     _cli("ztq worker --lease soon --burst", "argument --lease: invalid float value: 'soon'", 2),
+    _cli(
+        "ztq --log-config logging.yaml worker --burst",
+        "--log-config logging.yaml: FileNotFoundError",
+        2,
+        "a .json file is a dictConfig, any other an .ini fileConfig (docs/worker.md); "
+        "a file logging cannot use stops the command before it starts",
+    ),
     _cli(
         "ZTQ_QUEUES='mail:2 pdf:two' ztq worker --burst",
         "environment variable ZTQ_QUEUES 'pdf:two': 'two' is not a thread count",
@@ -352,7 +407,27 @@ MISTAKES: tuple[Mistake, ...] = (
     _cli("ZTQ_REDIS_URL=localhost:6379 ztq info", "ZTQ_REDIS_URL", 2),
     _cli("ztq redo mail nosuchid", "nosuchid", 1, "exit 1: not found"),
     _cli("ztq redo nosuchqueue --all", "no queue nosuchqueue", 1),
+    _cli(
+        "ztq queue forget mail",
+        "mail holds 3 ready tasks (normal): not forgotten",
+        1,
+        "`ztq queue forget NAME` removes a queue a mistake left (`[queues] default = abc` "
+        "made a queue `abc` before that line was refused) once it holds nothing and no live "
+        "worker serves it; never one that holds tasks",
+    ),
     _cli("ztq redo mail", "ztq redo QUEUE ID... | ztq redo QUEUE --all", 2),
+    _cli(
+        "ztq workers threads w1 --queue mial --count 2",
+        "no queue mial",
+        1,
+        "a queue Redis does not know is refused: the worker served the typo",
+    ),
+    _cli(
+        "ztq workers stop nosuch --yes",
+        "no worker nosuch",
+        1,
+        "--yes is taken (workers commands never ask), as purge and delete take it",
+    ),
     _cli("ztq queue pause nosuchqueue", "no queue nosuchqueue", 1),
     _cli(
         "ztq queue limit mail --rate-limit 20/d",
@@ -366,6 +441,12 @@ MISTAKES: tuple[Mistake, ...] = (
         "give --queue QUEUE to enqueue it by name",
         2,
         "a task is found by its registered name or module.function",
+    ),
+    _cli(
+        "ZTQ_REDIS_URL=rediss://HOST:PORT/0 ztq info",
+        "Redis at HOST:PORT does not speak TLS",
+        2,
+        "a TLS URL against a plain Redis: said within the connect timeout (it hung 41.8 s)",
     ),
     _cli(
         "ZTQ_REDIS_URL=redis://HOST:PORT/99 ztq info",
@@ -410,6 +491,26 @@ MISTAKES: tuple[Mistake, ...] = (
     _ini("[queues]\nhot = 8 shard=3", "shards=N"),
     _ini("[queues]\nfast = urgent, 2, default", "worker.ini:2:"),
     _ini("[queues]\nbad name = 1", "worker.ini:2: queue name 'bad name' is not allowed"),
+    _ini(
+        "[sever]\nredis = redis://127.0.0.1:6390/0",
+        "worker.ini:1: unknown section [sever]; did you mean [server]?",
+        "a misspelt section is not dropped: its redis line would be lost and the worker "
+        "would serve the default Redis",
+    ),
+    _ini("[queus]\nmail = 1", "worker.ini:1: unknown section [queus]; did you mean [queues]?"),
+    _ini(
+        "[queues]\ndefault = abc",
+        "'default' is a queue: give it a thread count",
+        "a list of queues names its thread; never a thread named default serving 'abc'; "
+        "a queue 'abc' an older release made so is removed with `ztq queue forget abc`",
+    ),
+    _ini(
+        "[server]\nmodules = tests.sample_tasks\n[queues]\nmail = abc",
+        "queue entry mail = abc: 'mail' is the queue of imported tasks; give it a thread count",
+        "checked at the start, against the queues of the tasks imported",
+    ),
+    _ini("[queues]\ndefault = -2", "'-2' is not a thread count"),
+    _ini("[queues]\nmail = 2.5", "'2.5' is not a thread count"),
     _ini(
         "[app:main]\nztq.prefix = a\n[server]\nprefix = b",
         "prefix is set twice with different values",

@@ -110,9 +110,20 @@ def redis_url(redis_server: RedisProcess) -> Iterator[str]:
     ztq.disconnect_all()
 
 
-@pytest.fixture(params=["redis", "redis-6.2", pytest.param("cluster", marks=pytest.mark.cluster)])
+@pytest.fixture(
+    params=["redis", "redis-6.2", pytest.param("cluster", marks=pytest.mark.cluster), "memory"]
+)
 def storage(request: pytest.FixtureRequest) -> Iterator[Storage]:
-    """The default connection on the machine's redis-server, on Redis 6.2, and on Cluster."""
+    """The default connection on the machine's redis-server, on Redis 6.2, on Cluster, and
+    on the in-memory engine (``memory://``: fakeredis, ztq.core.engine.wire.memory)."""
+    if request.param == "memory":
+        from ztq.core.engine.wire.memory import forget
+
+        url = f"memory://contract-{abs(hash(request.node.nodeid)):x}"
+        yield ztq.connect(url)
+        ztq.disconnect_all()
+        forget(url)
+        return
     if request.param in ("redis", "redis-6.2"):
         server = request.getfixturevalue("redis_server" if request.param == "redis" else "redis_62")
         _flush(server)

@@ -220,3 +220,12 @@ def count_in_redis(key: str, *results: Any) -> int:
     from ztq.core import get_storage
 
     return int(get_storage().client.incr(key))
+
+
+@task
+def tally(key: str, n: int) -> int:
+    """Counts its runs in the worker's Redis (``HINCRBY key n 1``): a task run twice shows 2
+    (the producer's lost replies, tests/worker/test_producer_lost_replies.py)."""
+    from ztq.core import get_storage
+
+    return int(get_storage().client.hincrby(key, str(n), 1))

@@ -26,15 +26,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ztq.core.client.transaction import transaction
+from ztq.core.engine.features.broadcast_streams import read_broadcasts
 from ztq.core.errors import QueueFull, UnknownTask, ZtqError
-from ztq.core.messaging.broadcast import listen_op, read_broadcasts, record_run
+from ztq.core.messaging.broadcast import listen_op, record_run
 from ztq.core.messaging.channels import Channel, Subscription
 from ztq.core.middleware.base import Outcome, Run
 from ztq.worker.execute import call, prepare
 from ztq.worker.resilience.faults import Faults
 
 if TYPE_CHECKING:
-    from ztq.worker.worker import Worker
+    from ztq.worker.executors.host import ExecutorHost
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +80,8 @@ class BroadcastReader(threading.Thread):
 
     def __init__(self, owner: WorkerChannels, name: str) -> None:
         super().__init__(name=f"ztq-broadcasts-{name}", daemon=True)
-        self.owner, self.worker = owner, owner.worker
-        self.storage = owner.worker.storage
+        self.owner, self.host = owner, owner.host
+        self.storage = owner.host.storage
         self.wanted: set[str] = set()  # the queues to read (set by WorkerChannels.beat)
         self.positions: dict[str, str] = {}  # queue -> the last entry read
         self.lock = threading.Lock()  # positions: this thread, and leave_all at the stop
@@ -88,7 +89,7 @@ class BroadcastReader(threading.Thread):
         self.unrecorded: tuple[str, str, Outcome] | None = None  # ran, end not yet written
 
     def run(self) -> None:
-        keep_reading(self.step, self.owner.stopping, f"broadcasts {self.name}", self.worker.faults)
+        keep_reading(self.step, self.owner.stopping, f"broadcasts {self.name}", self.host.faults)
         try:
             self.flush()
         except ZtqError as exc:
@@ -99,7 +100,7 @@ class BroadcastReader(threading.Thread):
         up to ``block`` seconds for a broadcast); returns how many ran."""
         self.flush()
         self.sync()
-        if self.worker.paused.is_set() or not self.positions:
+        if self.host.paused.is_set() or not self.positions:
             self.owner.stopping.wait(LOOK_AGAIN)
             return 0
         open_ = self.open_positions()
@@ -110,7 +111,7 @@ class BroadcastReader(threading.Thread):
         held: set[str] = set()
         checked: set[str] = set()
         for queue, entry, fields in read_broadcasts(self.storage, open_, 10, block):
-            if self.owner.stopping.is_set() or self.worker.paused.is_set():
+            if self.owner.stopping.is_set() or self.host.paused.is_set():
                 break  # held: read again after the resume (the position did not move)
             if queue in held or queue not in self.positions:
                 continue
@@ -129,11 +130,7 @@ class BroadcastReader(threading.Thread):
         with self.lock:
             positions = dict(self.positions)
         queues = sorted(positions)
-        with self.storage.guard():
-            pipe = self.storage.client.pipeline(transaction=False)
-            for q in queues:
-                pipe.exists(self.storage.keys.paused(q))
-            paused = pipe.execute()
+        paused = self.storage.paused_flags(queues)
         return {q: positions[q] for q, p in zip(queues, paused, strict=True) if not p}
 
     def sync(self) -> None:
@@ -144,20 +141,20 @@ class BroadcastReader(threading.Thread):
             with self.lock:
                 if self.owner.stopping.is_set():
                     return
-                op = listen_op(self.storage, queue, "join", self.worker.id, presence)
+                op = listen_op(self.storage, queue, "join", self.host.id, presence)
                 newest, now = self.storage.call(*op)
                 self.positions[queue] = self.start_position(str(newest), int(now))
             log.info("broadcasts: joined queue %s after %s", queue, self.positions[queue])
         for queue in sorted(set(self.positions) - wanted):
             with self.lock:
-                self.storage.call(*listen_op(self.storage, queue, "leave", self.worker.id, 0))
+                self.storage.call(*listen_op(self.storage, queue, "leave", self.host.id, 0))
                 self.positions.pop(queue, None)
 
     def start_position(self, newest: str, now: int) -> str:
         """Where a joining worker starts: after the newest broadcast, or (with the worker's
         ``broadcast_catch_up`` setting, else its app's) after those sent longer ago."""
-        catch_up = self.worker.cfg.broadcast_catch_up or float(
-            getattr(self.worker.app, "broadcast_catch_up", 0) or 0
+        catch_up = self.host.cfg.broadcast_catch_up or float(
+            getattr(self.host.app, "broadcast_catch_up", 0) or 0
         )
         if catch_up <= 0:
             return newest
@@ -175,20 +172,20 @@ class BroadcastReader(threading.Thread):
             with self.lock:
                 if self.owner.stopping.is_set() or queue not in self.positions:
                     return False
-                record_run(self.storage, queue, bid, self.worker.id, "running")
+                record_run(self.storage, queue, bid, self.host.id, "running")
                 self.positions[queue] = entry  # from here on it counts as run (at most once)
-            prepared = prepare(payload, self.worker.app)
+            prepared = prepare(payload, self.host.app)
             if isinstance(prepared, Outcome):
                 outcome = prepared
             else:
                 tf, args, kwargs, _ = prepared
                 # the app's run hooks see it (logs, tracing); retries, callbacks and results
                 # do not apply: it runs once per worker, recorded on the broadcast's record
-                run = Run(self.worker.app, self.worker, queue, bid, 0, tf.name, 0, self.name,
-                          started=time.time())  # fmt: skip
-                self.worker.app.middleware.notify("before_run", run)
+                run = Run(self.host.app, self.host, queue, bid, 0, tf.name, 0, self.name,
+                          started=time.time(), args=args, kwargs=kwargs)  # fmt: skip
+                self.host.app.middleware.notify("before_run", run)
                 outcome = call(tf, args, kwargs)
-                self.worker.app.middleware.notify("after_run", run, outcome)
+                self.host.app.middleware.notify("after_run", run, outcome)
             log.info("broadcast %s (%s) of queue %s: %s", bid, outcome.task, queue,
                      "done" if outcome.ok else outcome.error)  # fmt: skip
             self.unrecorded = (queue, bid, outcome)
@@ -203,14 +200,14 @@ class BroadcastReader(threading.Thread):
             return
         queue, bid, outcome = self.unrecorded
         state = "done" if outcome.ok else "failed"
-        record_run(self.storage, queue, bid, self.worker.id, state, outcome.error, outcome.result)
+        record_run(self.storage, queue, bid, self.host.id, state, outcome.error, outcome.result)
         self.unrecorded = None
 
     def leave_all(self) -> None:
         """Leave the listeners of every queue joined (the worker stops)."""
         with self.lock:
             for queue in list(self.positions):
-                self.storage.call(*listen_op(self.storage, queue, "leave", self.worker.id, 0))
+                self.storage.call(*listen_op(self.storage, queue, "leave", self.host.id, 0))
             self.positions.clear()
 
 
@@ -219,15 +216,15 @@ class SubscriptionReader(threading.Thread):
 
     def __init__(self, owner: WorkerChannels, sub: Subscription) -> None:
         super().__init__(name=f"ztq-sub-{sub.channel}-{sub.name}"[:60], daemon=True)
-        self.owner, self.worker, self.sub = owner, owner.worker, sub
-        self.task = self.worker.app.lookup(sub.task)
-        self.channel = Channel(sub.channel, app=self.worker.app, connection=sub.connection)
+        self.owner, self.host, self.sub = owner, owner.host, sub
+        self.task = self.host.app.lookup(sub.task)
+        self.channel = Channel(sub.channel, app=self.host.app, connection=sub.connection)
         self.subscriber: Any = None
         self.claimed_at = 0.0  # when it last took over what dead readers left
 
     def run(self) -> None:
         what = f"subscription {self.sub.name} of {self.sub.channel}"
-        keep_reading(self.step, self.owner.stopping, what, self.worker.faults)
+        keep_reading(self.step, self.owner.stopping, what, self.host.faults)
 
     def step(self, block: float | None) -> int:
         """Read a batch, enqueue a run per JSON message, then acknowledge the batch;
@@ -235,15 +232,15 @@ class SubscriptionReader(threading.Thread):
         while the worker began to stop stay unacknowledged (read again at its restart, or
         taken over by another worker)."""
         if self.subscriber is None:
-            self.subscriber = self.channel.subscribe(self.sub.name, consumer=self.worker.id,
+            self.subscriber = self.channel.subscribe(self.sub.name, consumer=self.host.id,
                                                      start=self.sub.start)  # fmt: skip
-        if self.worker.paused.is_set():
+        if self.host.paused.is_set():
             self.owner.stopping.wait(LOOK_AGAIN)
             return 0
         messages = []
-        if time.monotonic() - self.claimed_at > self.worker.cfg.lease:
+        if time.monotonic() - self.claimed_at > self.host.cfg.lease:
             # messages a dead worker of this subscription read and never acknowledged
-            messages = self.subscriber.claim(self.worker.cfg.lease * 2)
+            messages = self.subscriber.claim(self.host.cfg.lease * 2)
             self.claimed_at = time.monotonic()
         messages = messages or self.subscriber.read(count=100, block=block)
         if not messages or self.owner.stopping.is_set():
@@ -273,19 +270,19 @@ class SubscriptionReader(threading.Thread):
 class WorkerChannels:
     """The broadcast readers and subscription readers of one worker."""
 
-    def __init__(self, worker: Worker) -> None:
-        self.worker = worker
+    def __init__(self, host: ExecutorHost) -> None:
+        self.host = host
         self.stopping = threading.Event()
         self.started = False
         self.readers: dict[str, BroadcastReader] = {}  # slot group -> reader
         self.subscriptions: list[SubscriptionReader] = []
         self.unknown: set[tuple[str, str]] = set()  # subscriptions of tasks not registered
-        self.presence_ms = int(max(MIN_PRESENCE, 3 * worker.cfg.heartbeat) * 1000)
+        self.presence_ms = int(max(MIN_PRESENCE, 3 * host.cfg.heartbeat) * 1000)
 
     def groups(self, queues: list[str]) -> dict[str, set[str]]:
         """Which reader reads which queues: one for all on a single Redis; one per queue
         on a Cluster, where one XREAD cannot span slots."""
-        if not self.worker.storage.is_cluster:
+        if not self.host.storage.is_cluster:
             return {"all": set(queues)}
         return {q: {q} for q in queues}
 
@@ -300,11 +297,11 @@ class WorkerChannels:
         A reader keeps reading until the worker stops (its runs go to the queue, which any
         worker serving it runs)."""
         reading = {(r.sub.channel, r.sub.name) for r in self.subscriptions}
-        for key, sub in self.worker.app.subscriptions.items():
+        for key, sub in self.host.app.subscriptions.items():
             if key in reading or key in self.unknown:
                 continue
             try:
-                task = self.worker.app.lookup(sub.task)
+                task = self.host.app.lookup(sub.task)
             except UnknownTask:
                 log.warning("subscription %s of %s: task %s is not registered here",
                             sub.name, sub.channel, sub.task)  # fmt: skip
@@ -321,7 +318,7 @@ class WorkerChannels:
         worker began to serve."""
         if not self.started or self.stopping.is_set():
             return
-        served = self.worker.served_queues()
+        served = self.host.served_queues()
         self.read_subscriptions(set(served))
         groups = self.groups(served)
         for group, wanted in groups.items():
@@ -335,9 +332,9 @@ class WorkerChannels:
             if group not in groups:
                 reader.wanted = set()
         joined = [q for r in list(self.readers.values()) for q in list(r.positions)]
-        ops = [listen_op(self.worker.storage, q, "beat", self.worker.id, self.presence_ms)
+        ops = [listen_op(self.host.storage, q, "beat", self.host.id, self.presence_ms)
                for q in joined]  # fmt: skip
-        self.worker.storage.execute(ops)
+        self.host.storage.execute(ops)
 
     def stop(self, deadline: float) -> None:
         """Stop reading and leave the listeners, so no new broadcast counts on this worker.

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from ztq.core.engine.storage import Storage
     from ztq.worker.config import WorkerConfig
-    from ztq.worker.executors.threads import BaseExecutor
+    from ztq.worker.executors.base import BaseExecutor
     from ztq.worker.health import SysInfo
     from ztq.worker.scaler import Scaler
 

@@ -131,14 +131,28 @@ class RedisProcess:
             if self.proc.poll() is not None:
                 raise ConfigError(f"redis-server exited at start; see {self.dir}/redis.log")
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as s:
-                    s.sendall(b"PING\r\n")
-                    if s.recv(64).startswith(b"+PONG"):
-                        return self
+                if self._answers():
+                    return self
             except OSError:
-                time.sleep(0.02)
+                pass
+            time.sleep(0.02)
         self.stop()
         raise ConfigError(f"redis-server did not answer on port {self.port} in {timeout}s")
+
+    def _answers(self) -> bool:
+        """Whether our child answers on the port: the server there names our pid (with
+        many suites starting servers at once, another one's may have taken the port
+        between :func:`free_port` and the bind, and ours exited)."""
+        assert self.proc is not None
+        with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
+            s.sendall(b"INFO server\r\n")
+            reply = b""
+            while b"process_id:" not in reply or not reply.endswith(b"\r\n"):
+                chunk = s.recv(4096)
+                if not chunk:
+                    return False
+                reply += chunk
+        return f"process_id:{self.proc.pid}\r\n".encode() in reply
 
     def stop(self, sig: int = signal.SIGKILL) -> None:
         if self.proc is None:

@@ -52,6 +52,7 @@ def _failure(task: str, exc: BaseException, *, permanent: bool = False, kind: st
         message=str(exc)[:2000],
         traceback=text[-TRACEBACK_LIMIT:],
         permanent=permanent,
+        exception=exc,
     )
 
 
@@ -78,8 +79,20 @@ def import_modules(modules: tuple[str, ...]) -> None:
     for module in modules:
         try:
             import_module(module)
-        except ImportError as exc:
-            raise ConfigError(f"cannot import task module {module!r}: {exc}") from exc
+        except Exception as exc:  # any error of the module's own code: one line, exit 2
+            raise ConfigError(f"cannot import task module {module!r}: {import_error(exc)}") from exc
+
+
+def import_error(exc: BaseException) -> str:
+    """An import's error as ``file:line: Type: message`` (issue 39: a SyntaxError or an
+    exception raised at import was a raw traceback); a module that is not found keeps
+    Python's own words, which name it."""
+    if isinstance(exc, SyntaxError):
+        return f"{exc.filename}:{exc.lineno}: {type(exc).__name__}: {exc.msg}"
+    frames = [f for f in tb.extract_tb(exc.__traceback__) if not f.filename.startswith("<")]
+    if isinstance(exc, ModuleNotFoundError) or not frames:
+        return str(exc)
+    return f"{frames[-1].filename}:{frames[-1].lineno}: {type(exc).__name__}: {exc}"
 
 
 def prepare(

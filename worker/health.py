@@ -3,8 +3,11 @@
 ``SysInfo`` samples the host and the worker process (psutil) for every heartbeat, and gives
 the autoscaler the host's load.
 
-``ztq worker --health-port 8080`` (or ``health = 8080`` / ``127.0.0.1:8080`` in ``[server]``)
-serves, for Kubernetes, systemd watchdogs and load balancers, on a thread of its own:
+``ztq worker --health-port 8080`` (or ``health = 8080`` / ``0.0.0.0:8080`` in ``[server]``)
+serves, for Kubernetes, systemd watchdogs and load balancers, on a thread of its own. A bare
+PORT listens on loopback (127.0.0.1) only: the endpoints need no login, so reaching them from
+the network is a choice made by naming a host (``--health-host 0.0.0.0`` or ``HOST:PORT``),
+as a Kubernetes probe, which comes to the pod's address, needs:
 
 - ``GET /livez``: 200 while the worker's main loop goes round (it renews leases and writes
   the heartbeat every ``heartbeat`` seconds); 503 once it has not for three heartbeats and
@@ -18,13 +21,16 @@ serves, for Kubernetes, systemd watchdogs and load balancers, on a thread of its
   by kind of fault, times Redis came back without its data (``worker/resilience``).
 
 Answers are one line of text (``/metrics``: a few); nothing about tasks or settings is
-exposed.
+exposed, and a connection URL in a reason (a Redis error that names its server) is cut to
+its scheme (``redis://…``), a HOST:PORT to ``…``: a URL may carry a password, and the
+address of the Redis is not the prober's business either.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
 import threading
 import time
@@ -83,8 +89,23 @@ class SysInfo:
         return float(psutil.cpu_percent(None)), float(psutil.virtual_memory().percent)
 
 
+# scheme://anything up to a space or a closing quote/bracket, not the ':' or '.' after it
+# (redis://, rediss://, unix://, redis+sentinel://, http:// ...)
+_URL = re.compile(r"\b([a-z][a-z0-9+.-]*)://[^\s'\")\]>]*[^\s'\")\]>:.,;]", re.IGNORECASE)
+# HOST:PORT as redis-py names its server ("Error 111 connecting to 10.0.0.5:6379.")
+_HOST_PORT = re.compile(r"(\[[0-9a-f:.]+\]|\b[a-z0-9][a-z0-9.-]*):\d{1,5}\b", re.IGNORECASE)
+
+
+def without_urls(text: str) -> str:
+    """``text`` with each URL cut to its scheme and each HOST:PORT to ``…``: what an
+    unauthenticated endpoint may say (``cannot reach Redis at redis://…: Error 111
+    connecting to …. Connection refused.``)."""
+    return _HOST_PORT.sub("…", _URL.sub(lambda m: f"{m.group(1)}://…", text))
+
+
 def parse_address(value: str) -> tuple[str, int]:
-    """``8080`` -> (``0.0.0.0``, 8080); ``127.0.0.1:8080`` -> (``127.0.0.1``, 8080)."""
+    """``8080`` -> (``127.0.0.1``, 8080): loopback unless a host is named;
+    ``0.0.0.0:8080`` -> (``0.0.0.0``, 8080)."""
     host, sep, port = str(value).strip().rpartition(":")
     try:
         number = int(port)
@@ -92,7 +113,7 @@ def parse_address(value: str) -> tuple[str, int]:
         number = -1
     if not 0 < number < 65536:
         raise ConfigError(f"health: {value!r} is not PORT or HOST:PORT")
-    return (host.strip("[]") if sep else "0.0.0.0"), number
+    return (host.strip("[]") if sep else "127.0.0.1"), number
 
 
 class Health:
@@ -155,7 +176,7 @@ class HealthServer:
             def do_GET(self) -> None:  # noqa: N802 (http.server's name)
                 check = checks.get(self.path.split("?", 1)[0])
                 ok, text = check() if check else (False, "not found: /livez, /readyz or /metrics")
-                body = (text + "\n").encode()
+                body = (without_urls(text) + "\n").encode()
                 self.send_response(200 if ok else (503 if check else 404))
                 self.send_header("Content-Type", "text/plain; charset=utf-8")
                 self.send_header("Content-Length", str(len(body)))

@@ -7,6 +7,8 @@ the task code's own ``logging`` calls carry its id. :class:`JsonFormatter` write
 object per line with those fields, and the fields a record brings in ``extra={"ztq":
 {...}}`` (the end line of each run: ``event``, ``outcome``, ``started``, ``duration_ms``).
 ``ztq --log-format json`` (or ``ZTQ_LOG_FORMAT=json``) installs both; see docs/worker.md.
+``ztq --log-config FILE`` (:func:`configure_file`) installs the user's own configuration
+instead and puts the filter on each of its handlers, so that its formatters see the fields.
 
 :class:`BufferedHandler` keeps INFO and DEBUG lines in memory and writes them together
 every ``FLUSH_EVERY`` seconds (a thread), when ``MAX_PENDING`` are waiting, at a WARNING or
@@ -27,9 +29,10 @@ import threading
 import time
 from collections import deque
 from datetime import datetime, timezone
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
 from ztq.core.middleware.policies import LogRuns, RunLine
+from ztq.core.settings.logfile import load_logging_file
 from ztq.worker.context import current_run
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s%(task_tag)s %(message)s"
@@ -43,19 +46,36 @@ CHUNK = 4096  # most characters per write: a pipe writes up to PIPE_BUF whole (l
 
 
 class TaskContextFilter(logging.Filter):
-    """Adds the running task's fields to every record (never drops one)."""
+    """Adds the running task's fields to every record (never drops one): those of the run
+    of this thread (or asyncio task); else those a run line carries (``extra["ztq"]``: a
+    task that could not start has no run), or empty, where the record has none of its own
+    (a caller's ``extra``)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         ctx = current_run()
-        if ctx is None:
-            record.task_id = record.task = record.queue = ""
-            record.attempt = 0
-            record.task_tag = ""
-        else:
+        if ctx is not None:
             record.task_id, record.task, record.queue = ctx.task_id, ctx.task, ctx.queue
             record.attempt = ctx.attempt
             record.task_tag = f" [{ctx.task_id}]"
+            return True
+        line = getattr(record, "ztq", None)  # a run line without a run: its own fields
+        got = _Fields()
+        if isinstance(line, dict) and all(name in line for name in TASK_FIELDS):
+            got = _Fields(*(line[name] for name in TASK_FIELDS))
+        for name, value in zip(TASK_FIELDS, got, strict=True):
+            if not hasattr(record, name):  # a caller's extra={"queue": ...} stays
+                setattr(record, name, value)
+        record.task_tag = ""  # as the run line that ztq's handler formats without a record
         return True
+
+
+class _Fields(NamedTuple):
+    """The task's fields of a record made outside a run (empty, or a run line's)."""
+
+    task_id: str = ""
+    task: str = ""
+    queue: str = ""
+    attempt: int = 0
 
 
 class TextFormatter(logging.Formatter):
@@ -112,11 +132,10 @@ class JsonFormatter(logging.Formatter):
         """A run line of ``LogRuns`` (no record), as :meth:`format` writes its record."""
         out: dict[str, Any] = {"ts": _iso(created), "level": logging.getLevelName(level),
                                "logger": LogRuns.log.name, "message": message}  # fmt: skip
-        if ctx is not None:
-            for name in TASK_FIELDS:
-                value = getattr(ctx, name, None)
-                if value:
-                    out[name] = value
+        for name in TASK_FIELDS:  # first, as format() puts them (from TaskContextFilter)
+            value = getattr(ctx, name, None) if ctx is not None else fields.get(name)
+            if value:
+                out[name] = value
         out.update(fields)
         return json.dumps(out, ensure_ascii=False, default=_json_default)
 
@@ -281,25 +300,73 @@ def configure(level: str = "INFO", fmt: str = "text", stream: TextIO | None = No
     """Log to ``stream`` (stderr) in ``fmt`` ('text' or 'json') at ``level``, every record
     with the running task's fields. Lines are written in batches (:class:`BufferedHandler`),
     except in a process slot's child, which its worker may SIGKILL at any time."""
+    global _FILE
     child = multiprocessing.parent_process() is not None
     handler = BufferedHandler(stream or sys.stderr, buffered=not child)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     handler.set_name(HANDLER)
+    root = _without_ours()
+    root.addHandler(handler)
+    LogRuns.sink = handler.take_run
+    root.setLevel(getattr(logging, str(level).upper(), logging.INFO))
+    _FILE = None
+
+
+def configure_file(path: str) -> None:
+    """``--log-config FILE``: the user's logging configuration instead of ztq's handler
+    (:func:`ztq.core.settings.logfile.load_logging_file`: a .json dictConfig or an .ini
+    fileConfig), and the task's fields on the records every handler it made sees: each
+    gets a :class:`TaskContextFilter`, so a formatter of the file may use ``%(task_id)s``,
+    ``%(task)s``, ``%(queue)s``, ``%(attempt)s`` and ``%(task_tag)s``. Run lines are
+    records again (no handler of ztq's is left to take them)."""
+    global _FILE
+    load_logging_file(path)  # first: a file that fails leaves the logging as it was
+    _without_ours()  # (dictConfig closed it already, but an incremental one keeps handlers)
+    for handler in _all_handlers():
+        if not any(isinstance(f, TaskContextFilter) for f in handler.filters):
+            handler.addFilter(TaskContextFilter())
+    _FILE = os.path.abspath(path)
+
+
+_FILE: str | None = None  # the file configure_file read, for a process slot's child
+
+
+def _without_ours() -> logging.Logger:
+    """The root logger, without the handler :func:`configure` installed (closed)."""
     root = logging.getLogger()
     for old in [h for h in root.handlers if h.get_name() == HANDLER]:  # ours only
         root.removeHandler(old)
         old.close()
-    root.addHandler(handler)
-    LogRuns.sink = handler.take_run
-    root.setLevel(getattr(logging, str(level).upper(), logging.INFO))
+    return root
+
+
+def _all_handlers() -> list[logging.Handler]:
+    """The handlers of the root logger and of every logger made so far."""
+    loggers: list[Any] = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+    found: dict[int, logging.Handler] = {}
+    for logger in loggers:
+        for handler in getattr(logger, "handlers", ()):  # a PlaceHolder has none
+            found[id(handler)] = handler
+    return list(found.values())
 
 
 def in_use() -> tuple[str, str] | None:
-    """(level, format) that :func:`configure` set in this process, or None: what a process
-    slot's child configures so that its lines look like the worker's."""
+    """(level, format) that :func:`configure` set in this process, ("file", path) after
+    :func:`configure_file`, or None: what a process slot's child configures (through
+    :func:`configure_like`) so that its lines go where the worker's go."""
+    if _FILE is not None:
+        return "file", _FILE
     root = logging.getLogger()
     for handler in root.handlers:
         if handler.get_name() == HANDLER:
             fmt = "json" if isinstance(handler.formatter, JsonFormatter) else "text"
             return logging.getLevelName(root.level), fmt
     return None
+
+
+def configure_like(spec: tuple[str, str]) -> None:
+    """Configure logging as :func:`in_use` said another process does."""
+    if spec[0] == "file":
+        configure_file(spec[1])
+    else:
+        configure(*spec)

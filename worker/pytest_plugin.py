@@ -1,8 +1,8 @@
-"""``ztq.worker.pytest_plugin``: the documented plugin path; the module is
-``ztq.worker.testing.pytest_plugin``, and importing either gives the same module object."""
+"""``ztq.worker.pytest_plugin``: the plugin path documented first. The fixtures live in
+``ztq.worker.testing.pytest_plugin``, which pytest loads by itself (ztq's ``pytest11`` entry
+point); a conftest's ``pytest_plugins = ["ztq.worker.pytest_plugin"]`` still works, with
+autoloading off too (``PYTEST_DISABLE_PLUGIN_AUTOLOAD``): pytest loads the fixtures' module
+through the line below, once. Not an alias of that module (as the other old paths are):
+pytest refuses one module object registered under two names."""
 
-import sys
-
-from ztq.worker.testing import pytest_plugin as _module
-
-sys.modules[__name__] = _module
+pytest_plugins = ["ztq.worker.testing.pytest_plugin"]

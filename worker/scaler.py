@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ztq.core.engine.workers import log_event
 from ztq.core.monitor import queues as monitor
@@ -25,8 +25,23 @@ from ztq.worker.autoscale import Autoscaler, Decision, Host, Limits, Load
 from ztq.worker.config import ScaleSpec
 
 if TYPE_CHECKING:
-    from ztq.worker.executors.threads import BaseExecutor
-    from ztq.worker.worker import Worker
+    from ztq.worker.executors.base import BaseExecutor
+    from ztq.worker.executors.host import ExecutorHost
+    from ztq.worker.health import SysInfo
+
+    class Scaled(ExecutorHost, Protocol):
+        """What the autoscaler needs of its worker: an executor's host, its executors and
+        the one path that resizes them (``Control.resize``)."""
+
+        executors: list[BaseExecutor]
+        threads_lock: threading.Lock
+        sysinfo: SysInfo
+
+        def live_executors(self, queue: str) -> list[BaseExecutor]: ...
+        def resize(
+            self, queue: str, threads: Any, *, event: bool = True, pin: bool = False
+        ) -> bool: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +57,7 @@ class Totals:
 
 
 class Scaler:
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: Scaled) -> None:
         cfg = worker.cfg
         self.worker = worker
         self.specs: dict[str, ScaleSpec] = {s.queue: s for s in cfg.scaled}

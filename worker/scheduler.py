@@ -12,17 +12,24 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from ztq.worker.worker import Worker
+    from ztq.core.engine.storage import Reaped
+    from ztq.worker.executors.host import ExecutorHost
+
+    class Scheduled(ExecutorHost, Protocol):
+        """What the scheduler needs of its worker: an executor's host, and its reaper."""
+
+        def reap(self, queue: str) -> Reaped: ...
+
 
 log = logging.getLogger(__name__)
 PRECISE = 0.15  # seconds before a due time that are waited on the client
 
 
 class Scheduler(threading.Thread):
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: Scheduled) -> None:
         super().__init__(name="ztq-scheduler", daemon=True)
         self.worker = worker
 

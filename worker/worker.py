@@ -14,7 +14,6 @@ import signal
 import threading
 import time
 from collections.abc import Sequence
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from ztq.core.client.app import App, default_app, load_app
@@ -31,28 +30,23 @@ from ztq.core.engine.workers import (
     take_commands,
     write_heartbeat,
 )
-from ztq.core.settings.redis_urls import safe_url
 from ztq.worker.channels import WorkerChannels
 from ztq.worker.config import ThreadSpec, WorkerConfig
 from ztq.worker.control import Control
 from ztq.worker.execute import import_modules, wrong_pool
 from ztq.worker.executors.async_pool import AsyncExecutor
+from ztq.worker.executors.base import BaseExecutor
 from ztq.worker.executors.batches import relay_ends
-from ztq.worker.executors.threads import BaseExecutor, Executor
+from ztq.worker.executors.threads import Executor
 from ztq.worker.executors.timeouts import TimeoutWatch
 from ztq.worker.health import Health, HealthServer, SysInfo, parse_address
 from ztq.worker.resilience.faults import UNANSWERED, Deferred, Faults, best_effort
 from ztq.worker.resilience.identity import ServerWatch
 from ztq.worker.scaler import Scaler
 from ztq.worker.scheduler import Scheduler
+from ztq.worker.startup import check_name, check_served, start_summary
 
 log = logging.getLogger(__name__)
-
-
-def _count(n: int, pool: str) -> str:
-    """``2 threads`` / ``1 process slot``."""
-    what = "process slot" if pool == "process" else "thread"
-    return f"{n} {what}{'' if n == 1 else 's'}"
 
 
 class Worker(Control):
@@ -67,6 +61,7 @@ class Worker(Control):
         self.app = app or (load_app(cfg.app) if cfg.app else default_app())
         self.storage = storage or self.app.connect(cfg.redis_url, prefix=cfg.prefix)
         self.stopping = threading.Event()
+        self.wakeup = threading.Event()  # the main loop's wait: a stop, an executor's end
         self.paused = threading.Event()
         self.executors: list[BaseExecutor] = []
         self.started = time.time()
@@ -74,6 +69,9 @@ class Worker(Control):
         self.next_cron: float | None = None
         self.sysinfo = SysInfo()
         self.threads_lock = threading.Lock()
+        # one beat at a time, none after "stopped": a beat that read the status before a
+        # pause or the stop must not write it after the newer one (the console would show it)
+        self.beat_lock, self.beats_over = threading.Lock(), False
         self._signals = 0
         self.command_thread: threading.Thread | None = None
         self.scheduler: Scheduler | None = None
@@ -95,7 +93,8 @@ class Worker(Control):
     # -- setup -------------------------------------------------------------------------------
     def setup(self) -> None:
         import_modules(self.cfg.imports)
-        log.info("%s", self.start_summary())
+        check_served(self.cfg, self.app.registered())
+        log.info("%s", start_summary(self.cfg, self.id))
         check_shared_names(self.app)
         self.check_apps()
         self.check_pools()
@@ -107,47 +106,14 @@ class Worker(Control):
         previous = None
         with best_effort():
             self.watch.check()
-            previous = get_worker(self.storage, self.id)
+            previous = get_worker(self.storage, self.id, self.cfg.lost_after)
+        check_name(previous, self.sysinfo.host)
         event = "reboot" if previous is not None else "start"
         serving = f"pid {os.getpid()} serving {', '.join(self.cfg.queues)}"
         self.deferred.attempt(f"the {event} event", lambda: log_event(
             self.storage, event, self.id, serving, ip=self.sysinfo.ip))  # fmt: skip
         with best_effort():
             self.heartbeat()
-
-    def start_summary(self) -> str:
-        """What this worker serves, as one block (issue 24: nothing silent): version, app,
-        Redis (password masked), prefix, each queue's executors, the health address."""
-        try:
-            ztq_version = version("ztq")
-        except PackageNotFoundError:
-            ztq_version = "dev"
-        cfg = self.cfg
-        lines = [f"worker {self.id} starting: ztq {ztq_version}",
-                 f"  app: {cfg.app or 'the default app'}",
-                 f"  redis: {safe_url(cfg.redis_url)}, prefix {cfg.prefix}"]  # fmt: skip
-        scaled = {s.queue: s for s in cfg.scaled}
-        groups: dict[tuple[tuple[str, ...], str, bool], list[ThreadSpec]] = {}
-        for spec in cfg.threads:
-            if spec.queues[0] not in scaled or len(spec.queues) > 1:
-                groups.setdefault((spec.queues, spec.pool, spec.fair), []).append(spec)
-        for (queues, pool, fair), specs in groups.items():
-            shards = f", {specs[0].shards} shards" if specs[0].shards > 1 else ""
-            if pool == "async":
-                lines.append(f"  queue {queues[0]}: 1 async pool, "
-                             f"{specs[0].concurrency} tasks at once{shards}")  # fmt: skip
-            elif len(queues) > 1:
-                order = "in turn (fair)" if fair else "in order"
-                lines.append(f"  thread {specs[0].name}: queues {', '.join(queues)} {order}, "
-                             f"{_count(len(specs), pool)}")  # fmt: skip
-            else:
-                lines.append(f"  queue {queues[0]}: {_count(len(specs), pool)}{shards}")
-        for s in cfg.scaled:
-            shards = f", {s.shards} shards" if s.shards > 1 else ""
-            what = "async tasks at once" if s.pool == "async" else _count(2, s.pool)[2:]
-            lines.append(f"  queue {s.queue}: {s.low}..{s.high} {what}, autoscaled{shards}")
-        lines.append(f"  health: {cfg.health + ' (/livez, /readyz)' if cfg.health else 'none'}")
-        return "\n".join(lines)
 
     def check_apps(self) -> None:
         """Warn of imported modules whose tasks are on another app than the one served: each
@@ -258,7 +224,8 @@ class Worker(Control):
         for queue in known:
             self.reap(queue)
             self.storage.promote(queue)
-        relay_ends(self.storage, self.app, known)  # what killed workers left (docs/batches.md)
+        # what killed workers left (docs/batches.md)
+        relay_ends(self.storage, self.app, known, self.faults)
         if self.cron is not None and self.cron.entries and self.cron.due_now(now):
             _, self.next_cron = self.cron.fire(now, skip=disabled_cron(self.storage))
             self.publish_cron()
@@ -272,7 +239,7 @@ class Worker(Control):
             with best_effort():  # a full Redis reaps (it frees first) but refuses the event
                 log_event(self.storage, "lost", worker, message)
         if any(outcome == "error" for _, _, outcome in reaped.items):  # a member may have ended
-            relay_ends(self.storage, self.app, [queue])
+            relay_ends(self.storage, self.app, [queue], self.faults)
         return reaped
 
     def renew_leases(self) -> None:
@@ -295,15 +262,16 @@ class Worker(Control):
                     self.app.middleware.notify("on_lease_lost", self, queue, task_id)
 
     def heartbeat(self) -> None:
-        status = (
-            "stopping"
-            if self.stopping.is_set()
-            else "paused"
-            if self.paused.is_set()
-            else "running"
-        )
-        write_heartbeat(self.storage, self.id, self.describe(status))
+        self.write_beat()
         self.health.beating()
+
+    def write_beat(self, final: str | None = None) -> None:
+        with self.beat_lock:  # the status read under the lock: see beat_lock
+            if not self.beats_over:
+                paused = "paused" if self.paused.is_set() else "running"
+                status = final or ("stopping" if self.stopping.is_set() else paused)
+                write_heartbeat(self.storage, self.id, self.describe(status))
+                self.beats_over = final is not None
 
     def describe(self, status: str) -> dict[str, Any]:
         threads: dict[str, int] = {}
@@ -399,6 +367,7 @@ class Worker(Control):
     # -- run ---------------------------------------------------------------------------------
     def request_stop(self) -> None:
         self.stopping.set()
+        self.wakeup.set()
         for ex in list(self.executors):
             ex.wake()
 
@@ -425,6 +394,8 @@ class Worker(Control):
         self.scheduler = Scheduler(self)
         self.scheduler.start()
         self.timeouts.start()
+        with best_effort():  # the first beat with the threads (setup's came before them)
+            self.heartbeat()
         self.command_thread = threading.Thread(
             target=self.command_loop, name="ztq-commands", daemon=True
         )
@@ -445,13 +416,17 @@ class Worker(Control):
             wait = self.cfg.heartbeat
             if self.next_cron is not None:
                 wait = max(0.05, min(wait, self.next_cron - time.time()))
-            self.stopping.wait(wait)
+            self.wakeup.wait(wait)
+            self.wakeup.clear()
         self.shutdown()
 
     def shutdown(self) -> None:
         self.stopping.set()
         self.health.stopping = True
-        idle = {q for ex in self.executors if not ex.busy() for q in ex.wait_queues()}
+        # a token per idle executor, not per queue: four threads blocked on one wake list
+        # took one token and the other three waited out idle_wait (a 4-thread worker took
+        # 5 s to stop on SIGTERM)
+        idle = [q for ex in self.executors if not ex.busy() for q in ex.wait_queues()]
         with best_effort():  # wake the idle ones: no wait of idle_wait
             self.storage.nudge(sorted(idle))
             nudge_commands(self.storage, self.id)  # nor of the command thread's read
@@ -469,7 +444,7 @@ class Worker(Control):
                     for queue, held in ex.held_by_queue().items():
                         self.storage.release(queue, self.id, held)
                     ex.abandon()
-            write_heartbeat(self.storage, self.id, self.describe("stopped"))
+            self.write_beat("stopped")
             log_event(
                 self.storage, "stop", self.id, f"pid {os.getpid()} stopped", ip=self.sysinfo.ip
             )

@@ -147,6 +147,10 @@ def api_task(request: Any) -> dict[str, Any]:
     return items[0] if len(items) == 1 else {"items": items}
 
 
+# per queue, the busiest keys that get a series of their own; the rest add up as "other"
+KEY_SERIES = 10
+
+
 def _label(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
@@ -231,6 +235,23 @@ def metrics(request: Any) -> Response:
     family("ztq_fetch_throttled_total", "counter",
            "Fetches the queue's rate limit held back (tasks ready, no token).",
            [({"queue": q}, counts[2]) for q, counts in pressure.items()])  # fmt: skip
+    for n, (key, text) in enumerate((
+        ("compact", "Ends (acks, failures) kept compact under Redis's maxmemory."),
+        ("dropped", "Finished records dropped ahead of result_ttl under Redis's maxmemory."),
+    ), 3):  # fmt: skip
+        family(f"ztq_oom_{key}_total", "counter", text,
+               [({"queue": q}, counts[n]) for q, counts in pressure.items()])  # fmt: skip
+    try:  # an ACL may deny INFO or MEMORY USAGE: the rest stands
+        memory = monitor.redis_memory(request.storage, [q["name"] for q in queues])
+    except Exception:  # noqa: BLE001
+        memory = None
+    if memory is not None:
+        for key, text in (
+            ("used", "Redis used_memory (bytes)."),
+            ("maxmemory", "Redis maxmemory (bytes; 0: no limit)."),
+            ("finished", "About the bytes finished records hold (docs/deploy.md, Sizing)."),
+        ):
+            family(f"ztq_redis_memory_{key}_bytes", "gauge", text, [({}, memory[key])])
     family("ztq_queue_rate_held", "gauge",
            "Ready tasks the queue's rate limit holds back now (queues that have one).",
            [({"queue": q["name"]}, q["rate_held"]) for q in queues if q["rate_limit"]])  # fmt: skip
@@ -301,6 +322,16 @@ def metrics(request: Any) -> Response:
         "Threads running a task now.",
         [({"worker": w["id"]}, len(w["current"])) for w in workers],
     )
+    keyed = [(q["name"], request.storage.key_totals(q["name"], KEY_SERIES)) for q in queues
+             if not q.get("shards")]  # fmt: skip
+    for what, text in (("waiting", "Keyed tasks waiting, per key."),
+                       ("running", "Keyed tasks leased, per key.")):  # fmt: skip
+        samples = [({"queue": name, "key": k.key}, getattr(k, what)) for name, t in keyed
+                   for k in t.top]  # fmt: skip
+        samples += [({"queue": name, "key": "other"}, getattr(t, f"other_{what}"))
+                    for name, t in keyed if t.top]  # fmt: skip
+        family(f"ztq_key_{what}", "gauge", text + f" The top {KEY_SERIES} keys and 'other'.",
+               samples)  # fmt: skip
     body = "\n".join(out) + "\n"
     return Response(
         body,

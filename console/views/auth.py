@@ -34,8 +34,9 @@ def login_form(request: Any) -> dict[str, Any]:
     permission=NO_PERMISSION_REQUIRED,
 )
 def login(request: Any) -> Any:
-    """Sign in, throttled per user name and client address (:mod:`ztq.core.auth.logins`): while
-    either is locked every attempt gets 429 with ``Retry-After``, before any password check."""
+    """Sign in, throttled per user name and client address, per address and per name
+    (:mod:`ztq.core.auth.logins`): while a lock covers the attempt it gets 429 with
+    ``Retry-After``, before any password check."""
     name = text_param(request, "username", 64)
     password = request.POST.get("password", "")
     target = safe_next(request.POST.get("next"), request.route_path("home"))
@@ -50,9 +51,8 @@ def login(request: Any) -> Any:
     user = check_login(request, name, password if isinstance(password, str) else "")
     if user is None:
         locks = login_failed(storage, policy, name, addr)
-        if locks.user or locks.addr:
-            detail = f"address {addr}: user locked {locks.user:g}s, address locked {locks.addr:g}s"
-            write_audit(storage, name, "login locked", detail=detail)
+        if max(locks):
+            write_audit(storage, name, "login locked", detail=locks.describe(addr))
             return _locked(request, form, max(locks))
         request.response.status = 403
         return {**form, "failed": True}

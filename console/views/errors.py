@@ -34,19 +34,33 @@ from ztq.core.engine.queue_admin import FOLLOW_WINDOW_MS, TRASH_BATCHES, TRASH_W
 from ztq.core.monitor import bulk
 from ztq.core.monitor import queues as monitor
 from ztq.core.monitor.filters import task_matcher
-from ztq.core.monitor.groups import GROUP_KEY, GroupMatch, failed_again, group_errors
+from ztq.core.monitor.groups import (
+    GROUP_KEY,
+    GroupMatch,
+    add_traces,
+    counted_groups,
+    failed_again,
+    group_errors,
+)
+from ztq.core.monitor.pages import Row, fetch_records
+
+CONFIRM_SHOWN = 50  # selected tasks a delete confirmation describes (the rest: a count)
 
 
 def errors_query(request: Any) -> tuple[dict[str, str], list[str], monitor.Match | None]:
     queue, queues = queue_filter(request)
     task, text = text_param(request, "task"), text_param(request, "q")
-    group = text_param(request, "group", 12)
+    group, kind = text_param(request, "group", 12), text_param(request, "kind", 12)
     match: monitor.Match | None = task_matcher(task, text)
-    if group and not GROUP_KEY.match(group):
-        raise not_found(request.t("No error group {key}.", key=group))
+    for key in (group, kind):
+        if key and not GROUP_KEY.match(key):
+            raise not_found(request.t("No error group {key}.", key=key))
     if group:
         match = GroupMatch(group, match)
-    return {"queue": queue, "task": task, "q": text, "group": group}, queues, match
+    if kind:
+        match = GroupMatch(kind, match, by="kind")
+    filters = {"queue": queue, "task": task, "q": text, "group": group, "kind": kind}
+    return filters, queues, match
 
 
 @view_config(route_name="errors", request_method="GET", renderer="errors.jinja2")
@@ -56,6 +70,10 @@ def errors_page(request: Any) -> dict[str, Any]:
     page = monitor.score_page(
         request.storage, "errors", queues, cursor, page_size(request), match=match, budget=1000
     )
+    if (filters["group"] or filters["kind"]) and not (filters["task"] or filters["q"]):
+        by = "group" if filters["group"] else "kind"  # the exact count, as every page reads it
+        counted = counted_groups(request.storage, queues, by)
+        page.total = sum(g.count for g in counted if g.key == filters[by])
     return {
         "filters": filters,
         "queues": logical_queues(request),
@@ -67,19 +85,29 @@ def errors_page(request: Any) -> dict[str, Any]:
 
 @view_config(route_name="error_groups", request_method="GET", renderer="error_groups.jinja2")
 def error_groups_page(request: Any) -> dict[str, Any]:
+    """The error groups: exact over every error (the counters) unless a task or text filter
+    asks for a look at the records (then over the newest ``window`` errors, said so);
+    ``by=kind`` groups by error type and message kind across top frames."""
     filters, queues, match = errors_query(request)
+    wants_kind = request.GET.get("by") == "kind" or filters["kind"]
+    by = "kind" if wants_kind and not filters["group"] else "group"
     window = int_param(request, "window", 500, 10, 10_000)
+    data = {"filters": filters, "queues": logical_queues(request), "window": window, "by": by}
+    if not (filters["task"] or filters["q"]):
+        groups = counted_groups(request.storage, queues, by)
+        if filters["group"] or filters["kind"]:
+            groups = [g for g in groups if g.key in (filters["group"], filters["kind"])]
+        total = sum(g.count for g in groups)
+        add_traces(request.storage, groups[:PAGE_GROUPS])
+        return {**data, "groups": groups, "exact": True, "scanned": total, "total": total}
     page = monitor.score_page(
         request.storage, "errors", queues, None, window, match=match, budget=window
     )
-    return {
-        "filters": filters,
-        "queues": logical_queues(request),
-        "groups": group_errors(page.rows),
-        "window": window,
-        "scanned": page.scanned,
-        "total": page.total,
-    }
+    return {**data, "groups": group_errors(page.rows), "exact": False,
+            "scanned": page.scanned, "total": page.total}  # fmt: skip
+
+
+PAGE_GROUPS = 200  # groups whose newest traceback the grouped view shows (one read each)
 
 
 def _job_queues(request: Any, job: bulk.BulkJob, default: str) -> list[str] | HTTPSeeOther:
@@ -142,11 +170,33 @@ def bulk_step(request: Any) -> Any:
     if n:
         audit(request, f"bulk {job.action}", queue=job.queue, count=n, detail=job.describe())
     if job.finished:
-        verb = request.t("Redid") if job.action == "redo" else request.t("Deleted")
-        flash(request, request.t("{verb} {n} tasks.", verb=verb, n=job.done))
+        flash(request, _outcome(request, job), "error" if job.full else "ok")
         return _after(request, job.action, job.batch, job.queue, job.kept, default)
     next_url = safe_next(request.POST.get("next"), default)
     return render_to_response("bulk.jinja2", {"job": job, "next": next_url}, request=request)
+
+
+def _outcome(request: Any, job: bulk.BulkJob) -> str:
+    """What a finished bulk job did, in the terms of its confirmation: how many it took,
+    of a delete how many can be restored, and how many of the confirmed it skipped, why."""
+    verb = request.t("Redid") if job.action == "redo" else request.t("Deleted")
+    if job.limit and job.done < job.limit:
+        text = request.t("{verb} {n} of the {count} tasks confirmed.", verb=verb, n=job.done,
+                         count=job.limit)  # fmt: skip
+    else:
+        text = request.t("{verb} {n} tasks.", verb=verb, n=job.done)
+    if job.action == "delete" and job.batch and job.done:
+        lost = job.done - job.kept
+        text += " " + request.t("{kept} can be restored; {lost} deleted for good.",
+                                kept=job.kept, lost=lost)  # fmt: skip
+    if job.full:
+        text += " " + request.t("The trash is full: deleting for good was not confirmed.")
+    if job.skipped and not job.full:
+        text += " " + request.t("{n} skipped: they were redone, deleted or restored meanwhile.",
+                                n=job.skipped)  # fmt: skip
+    elif job.skipped:
+        text += " " + request.t("{n} not deleted.", n=job.skipped)
+    return text
 
 
 def _after(request: Any, action: str, batch: str, queue: str, kept: int, default: str) -> Any:
@@ -181,7 +231,10 @@ def selected_action(request: Any) -> Any:
     nxt = safe_next(request.POST.get("next"), default)
     if action == "delete" and request.POST.get("confirmed") != "1":
         job = bulk.BulkJob("delete", "errors", batch=bulk.new_batch())
-        scope = bulk.Scope(len(refs), len(refs), len(refs), sorted(by_queue))
+        scope = bulk.Scope(len(refs), len(refs), len(refs), sorted(by_queue),
+                           per_queue={q: len(ids) for q, ids in by_queue.items()})  # fmt: skip
+        # what each selected task is (task, arguments, error), not only its id
+        records = monitor.fetch_records(request.storage, refs[:CONFIRM_SHOWN])
         return render_to_response(
             "confirm.jinja2",
             {
@@ -189,6 +242,7 @@ def selected_action(request: Any) -> Any:
                 "scope": scope,
                 "next": nxt,
                 "selected": refs,
+                "records": records,
                 "window": _window(request),
             },  # fmt: skip
             request=request,
@@ -225,30 +279,49 @@ def _batch_or_404(request: Any, value: str) -> str:
 
 @view_config(route_name="redo_follow", request_method="GET", renderer="follow.jinja2")
 def follow_page(request: Any) -> dict[str, Any]:
-    """What became of the tasks one redo put back: queued, running, done, failed again."""
+    """What became of every task one redo put back, paged: the count per state over the
+    whole redo (they add up to its size), the page (``state=error``: exactly the ones that
+    failed again), and what holds the waiting ones back (a paused queue, a rate limit)."""
     batch = _batch_or_404(request, request.matchdict["batch"])
     queue, queues = queue_filter(request)
-    rows = bulk.follow(request.storage, queues, batch, queue_admin.FOLLOW_MAX)
-    counts: dict[str, int] = {}
-    again = []
-    for r in rows:
-        state = r.record.state.value if r.record is not None else "none"
-        counts[state] = counts.get(state, 0) + 1
-        if state == "error":
-            again.append(r)
-    return {"batch": batch, "queue": queue, "rows": rows, "counts": counts, "again": again,
-            "since": bulk.batch_time(batch), "window": _window(request)}  # fmt: skip
+    state = request.GET.get("state", "")
+    state = state if state in FOLLOW_STATES else ""
+    size, offset = page_size(request), int_param(request, "offset", 0, 0, 10**9)
+    again: list[tuple[str, str]] = []  # what "Redo again" / "Delete…" act on: exactly those
+    counts, noted, since = request.storage.follow_page(
+        queues, batch, state, offset, size, again, monitor.MAX_PAGE
+    )
+    recs = fetch_records(request.storage, [(q, i) for q, i, _, _ in noted])
+    rows = [Row(q, i, rec, score=at) for (q, i, at, _), rec in zip(noted, recs, strict=True)]
+    total = sum(counts.values())
+    listed = counts.get(state, 0) if state else total
+    return {"batch": batch, "queue": queue, "rows": rows, "counts": counts, "total": total,
+            "again_refs": again,
+            "state": state, "offset": offset, "size": size, "listed": listed,
+            "held": bulk.held_back(request.storage, queues, counts.get("queued", 0)),
+            "since": since or bulk.batch_time(batch), "window": _window(request)}  # fmt: skip
+
+
+FOLLOW_STATES = ("queued", "delayed", "running", "done", "error", "expired", "none")
 
 
 @view_config(route_name="trash", request_method="GET", renderer="trash.jinja2")
 def trash_page(request: Any) -> dict[str, Any]:
-    """Deleted errors that can still be restored, per delete (batch), newest first."""
+    """Deleted errors that can still be restored, per delete (batch), newest first; with a
+    ``batch`` (one delete) or a search (``q``: id, task name, arguments or error), one
+    paged list of the matching tasks (``cursor``), read on the server (no script needed)."""
     queue, queues = queue_filter(request)
     batch = text_param(request, "batch", 32)
     if batch:
         _batch_or_404(request, batch)
-    bins = bulk.trash(request.storage, queues, batch)
-    return {"bins": bins, "batch": batch, "queue": queue, "window": _window(request)}
+    text, cursor = text_param(request, "q"), text_param(request, "cursor", 140)
+    listed = bool(batch or text or cursor)
+    bins = bulk.trash(request.storage, queues, batch, limit=0 if listed else 100)
+    page = None
+    if listed:
+        page = bulk.trash_search(request.storage, queues, batch=batch, text=text, cursor=cursor)
+    return {"bins": bins, "batch": batch, "queue": queue, "window": _window(request),
+            "q": text, "page": page, "queues": logical_queues(request)}  # fmt: skip
 
 
 @view_config(route_name="trash_restore", request_method="POST", permission=OPERATE)
@@ -267,4 +340,5 @@ def trash_restore(request: Any) -> Any:
         message += " " + request.t("{n} have a task with the same id again and stay in the trash.",
                                    n=skipped)  # fmt: skip
     flash(request, message, "ok" if restored else "error")
-    return back(request, request.route_path("trash"))
+    # back to the delete it came from (what is left of it, and where its tasks are now)
+    return HTTPSeeOther(request.route_path("trash", _query={"batch": batch, "queue": queue}))

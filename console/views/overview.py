@@ -10,6 +10,7 @@ from pyramid.view import view_config
 
 from ztq.console.web import known_queues
 from ztq.core.monitor import overview as models
+from ztq.core.monitor.queues import redis_memory
 
 
 @view_config(route_name="home", request_method="GET", renderer="overview.jinja2")
@@ -17,7 +18,11 @@ def overview_page(request: Any) -> dict[str, Any]:
     """Failing queues first, the biggest error groups (with their actions), lost workers."""
     lost_after = request.registry.ztq_settings.lost_after
     data = models.incident(request.storage, known_queues(request), lost_after)
-    data["window"] = models.OVERVIEW_WINDOW
+    try:  # Redis memory against maxmemory (docs/deploy.md, "Sizing Redis")
+        data["memory"] = redis_memory(request.storage, known_queues(request))
+    except Exception:  # noqa: BLE001 - a hint: an ACL may deny INFO or MEMORY USAGE
+        data["memory"] = None
+    data["share_minutes"] = models.SHARE_MINUTES
     return data
 
 

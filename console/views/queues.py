@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from pyramid.httpexceptions import HTTPSeeOther
 from pyramid.view import view_config
 
+from ztq.console.i18n import N_
 from ztq.console.security import OPERATE
 from ztq.console.web import (
     audit,
@@ -24,7 +26,7 @@ from ztq.core.monitor import overview as overview_
 from ztq.core.monitor import queues as monitor
 from ztq.core.monitor import timings
 from ztq.core.monitor.fmt import timechart
-from ztq.core.monitor.workers import serving
+from ztq.core.monitor.workers import forget_queue, serving
 
 
 def overview(
@@ -86,9 +88,29 @@ def queue_page(request: Any) -> dict[str, Any]:
     q["block_timeout"] = limits.block_timeout
     q["rate_form"] = str(limits.rate_limit) if limits.rate_limit else ""
     times = {which: timechart(day, which) for which in ("wait", "run")}
+    keys = None if shards else request.storage.key_totals(name, 10)  # the busiest keys
     return {"q": q, "shards": shards, "shard_of": split_shard(name)[0] if is_shard else "",
-            "page": page, "start": start, "limit": limit, "times": times,
+            "page": page, "start": start, "limit": limit, "times": times, "keys": keys,
             "serving": served_by(request, [q])[q["name"]]}  # fmt: skip
+
+
+def _pause_key(request: Any, name: str, on: bool) -> Any:
+    """Pause or resume one key of the queue (its tasks wait, the other keys run)."""
+    here = request.route_path("queue", name=name)
+    key = str(request.POST.get("key", ""))
+    try:
+        request.storage.pause_key(name, key, on)
+    except InvalidOption:
+        flash(request, request.t("Key: 1 to 128 characters, no control characters."), "error")
+        return back(request, here)
+    if on:
+        msg = request.t("Paused key {key} of {name}: its tasks wait, the other keys run.",
+                        key=key, name=name)  # fmt: skip
+    else:
+        msg = request.t("Resumed key {key} of {name}.", key=key, name=name)
+    flash(request, msg)
+    audit(request, "pause key" if on else "resume key", queue=name, detail=f"key={key}")
+    return back(request, here)
 
 
 def _set_rate_limit(request: Any, name: str) -> Any:
@@ -139,9 +161,9 @@ def _set_pending_limit(request: Any, name: str) -> Any:
         return back(request, here)
     if raw:
         text = {
-            "raise": "{name}: at most {n} tasks waiting; producers get QueueFull beyond.",
-            "block": "{name}: at most {n} tasks waiting; producers wait up to {s} s for room.",
-            "buffer": "{name}: at most {n} tasks waiting; more wait in the overflow buffer.",
+            "raise": N_("{name}: at most {n} tasks waiting; producers get QueueFull beyond."),
+            "block": N_("{name}: at most {n} tasks waiting; producers wait up to {s} s for room."),
+            "buffer": N_("{name}: at most {n} tasks waiting; more wait in the overflow buffer."),
         }[when]
         flash(request, request.t(text, name=name, n=int(raw), s=int(wait)))
         detail = f"max_pending={raw} when_full={when}"
@@ -151,6 +173,18 @@ def _set_pending_limit(request: Any, name: str) -> Any:
         detail = "max_pending=none"
     audit(request, "limit queue", queue=name, detail=detail)
     return back(request, here)
+
+
+def _forget(request: Any, name: str) -> Any:
+    """Remove a queue that holds nothing and no worker serves (``ztq queue forget``); a
+    refusal says why, on the queue's page."""
+    why = forget_queue(request.storage, name, request.registry.ztq_settings.lost_after)
+    if why:
+        flash(request, request.t("{name} is not forgotten: {why}.", name=name, why=why), "error")
+        return back(request, request.route_path("queue", name=name))
+    audit(request, "forget queue", queue=name)
+    flash(request, request.t("Forgot queue {name}.", name=name))
+    return HTTPSeeOther(location=request.route_path("queues"))
 
 
 @view_config(route_name="queue_state", request_method="POST", permission=OPERATE)
@@ -188,6 +222,10 @@ def queue_state(request: Any) -> Any:
         return _set_pending_limit(request, name)
     elif action == "rate":
         return _set_rate_limit(request, name)
+    elif action == "forget":
+        return _forget(request, name)
+    elif action in ("key_pause", "key_resume"):
+        return _pause_key(request, name, action == "key_pause")
     else:
         flash(request, request.t("Unknown command."), "error")
         return back(request, request.route_path("queue", name=name))

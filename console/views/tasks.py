@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from pyramid.httpexceptions import HTTPSeeOther
+from pyramid.response import Response
 from pyramid.view import view_config
 
+from ztq.console.i18n import N_
 from ztq.console.security import OPERATE
 from ztq.console.web import (
     STATES,
@@ -26,15 +28,16 @@ from ztq.core.engine.workers import send_command
 from ztq.core.monitor import queues as monitor
 from ztq.core.monitor import streams
 from ztq.core.monitor.filters import fields_matcher, task_matcher
+from ztq.core.monitor.fmt import args_whole
 
 RUNS_BUDGET = 500  # history entries scanned for a task's recent runs
 SEARCH_BUDGET = 2000  # records scanned per search page
 ACTIONS = {
-    "redo": "Redo",
-    "run_now": "Run now",
-    "first": "Run first",
-    "delete": "Delete",
-    "kill": "Kill",
+    "redo": N_("Redo"),
+    "run_now": N_("Run now"),
+    "first": N_("Run first"),
+    "delete": N_("Delete"),
+    "kill": N_("Kill"),
 }
 
 
@@ -59,6 +62,22 @@ def task_page(request: Any) -> dict[str, Any]:
         budget=RUNS_BUDGET,
     )
     return {"rec": rec, "choices": [], "runs": runs}
+
+
+@view_config(route_name="task_args", request_method="GET")
+def task_args(request: Any) -> Response:
+    """A task's arguments whole, as stored (its payload JSON), as a file: the task page shows
+    at most ``ARGS_SHOWN`` characters of them (docs/console.md, "Large arguments")."""
+    task_id = request.matchdict["id"]
+    queue = text_param(request, "queue", 64)
+    if not valid_task_id(task_id) or (queue and not valid_queue(queue)):
+        raise not_found(request.t("No task with id {id}.", id=task_id))
+    found = monitor.find_task(request.storage, task_id, queue or None)
+    if len(found) != 1:  # none, or one id in several queues: the page names them
+        raise not_found(request.t("No task with id {id}.", id=task_id))
+    body = args_whole(found[0]).encode("utf-8", "surrogatepass")
+    return Response(body=body, content_type="application/json", charset="utf-8",
+                    content_disposition=f'attachment; filename="{task_id}.json"')  # fmt: skip
 
 
 @view_config(route_name="tasks", request_method="GET")

@@ -79,6 +79,7 @@ def workers_page(request: Any) -> dict[str, Any]:
         "total": fleet["total"],
         "busy": fleet["busy"],
         "threads": sum(fleet["threads"].values()),
+        "paused_threads": sum(fleet["paused_threads"].values()),
     }
 
 

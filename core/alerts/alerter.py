@@ -34,6 +34,7 @@ from ztq.core import settings as ztq_settings
 from ztq.core.alerts import settings as alert_settings
 from ztq.core.alerts import webhook as alert_webhook
 from ztq.core.alerts.rules import Hit, Rule, Snapshot, evaluate, window_minutes
+from ztq.core.engine.features import alert_state
 from ztq.core.engine.keys import QUEUE_NAME, split_shard
 from ztq.core.engine.storage import Storage
 from ztq.core.monitor import queues as monitor
@@ -131,9 +132,7 @@ _ORDER = {"firing": 0, "resolved": 1, "pending": 2}
 
 def current(storage: Storage) -> list[Alert]:
     """Every alert Redis holds: firing first, then oldest first."""
-    with storage.guard():
-        raws = storage.client.hvals(storage.keys.alerts)
-    alerts = [a for a in map(Alert.from_json, raws) if a is not None]
+    alerts = [a for a in map(Alert.from_json, alert_state.alert_records(storage)) if a is not None]
     return sorted(alerts, key=lambda a: (_ORDER.get(a.status, 3), a.since, a.rule, a.subject))
 
 
@@ -146,8 +145,7 @@ def history(storage: Storage, cursor: str | None = None, limit: int = 50) -> mon
     """Firing, resolved, sent and failed events, newest first, paged by entry id."""
     limit = monitor.clamp(limit)
     top = f"({cursor}" if cursor and _ENTRY.match(cursor) else "+"
-    with storage.guard():
-        entries = storage.client.xrevrange(storage.keys.alerts_log, top, "-", count=limit + 1)
+    entries = alert_state.alert_log(storage, top, limit + 1)
     rows = [{**f, "_id": i, "_at": int(i.split("-")[0])} for i, f in entries[:limit]]
     return monitor.Page(rows, rows[-1]["_id"] if len(entries) > limit else None, len(rows))
 
@@ -273,10 +271,7 @@ class Alerter:
         """A round if no other evaluator took one in the last ``every`` seconds (the lock
         expires just before this evaluator's next round); None otherwise."""
         lock_ms = max(50, int(self.cfg.every * 900))
-        with self.storage.guard():
-            took = self.storage.client.set(
-                self.storage.keys.alerts_lock, self.name, nx=True, px=lock_ms
-            )
+        took = alert_state.take_round_lock(self.storage, self.name, lock_ms)
         return self.evaluate(now) if took else None
 
     # -- the loop ----------------------------------------------------------------------------

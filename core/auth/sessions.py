@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ztq.core.engine.features import sign_in
 from ztq.core.engine.storage import Storage
 
 ROLES = ("viewer", "operator")  # what a console user, an SSO user or an API token may be
@@ -153,18 +154,10 @@ def end_session(storage: Storage, handle: str) -> bool:
 
 def list_sessions(storage: Storage, policy: SessionPolicy) -> list[SessionRecord]:
     """The live sessions, most recently active first."""
-    k = storage.keys
-    with storage.guard():
-        handles = storage.client.zrangebyscore(k.sessions, "(0", "+inf")
-        pipe = storage.client.pipeline(transaction=False)
-        for handle in handles:
-            pipe.hgetall(k.session(handle))
-        raws = pipe.execute()
-    records = [_record(h, raw, policy) for h, raw in zip(handles, raws, strict=True) if raw]
+    records = [_record(h, raw, policy) for h, raw in sign_in.live_sessions(storage) if raw]
     return sorted(records, key=lambda r: r.seen, reverse=True)
 
 
 def count_sessions(storage: Storage) -> int:
     """How many sessions are live (for /metrics)."""
-    with storage.guard():
-        return int(storage.client.zcount(storage.keys.sessions, int(time.time() * 1000), "+inf"))
+    return sign_in.count_live_sessions(storage, int(time.time() * 1000))

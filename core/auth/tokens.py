@@ -7,6 +7,11 @@ passwords, which get scrypt): the secret is random and long, so there is nothing
 from its digest. Each token has a role (``viewer`` or ``operator``) and an expiry; Redis
 deletes it when it expires, and ``ztq token revoke`` or the console's sessions page end it
 sooner. ``used`` is written at most once a minute, so a scraper costs one read a request.
+
+Tokens can also be declared in the settings (``ztq.console.tokens``: ``NAME ROLE ID SHA256``
+lines, from :func:`static_token`): they live in the ini, not in Redis, so a Redis that
+restarts empty does not turn every scrape into a 401. They never expire; removing the line
+(and restarting the console) ends one.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import time
 from dataclasses import dataclass
 
 from ztq.core.auth.sessions import ROLES
+from ztq.core.engine.features import sign_in
 from ztq.core.engine.storage import Storage
 from ztq.core.errors import ZtqError
 
@@ -39,6 +45,35 @@ class TokenInfo:
     created: float  # seconds since the epoch
     expires: float
     used: float  # 0: never
+
+
+@dataclass(frozen=True)
+class StaticToken:
+    """A token declared in the settings: its name, role and the SHA-256 of its secret."""
+
+    name: str
+    role: str
+    digest: str
+
+
+def static_token(name: str, role: str = "viewer") -> tuple[str, str]:
+    """A new token to declare in the settings: (the token, shown once, for the scraper;
+    the ``NAME ROLE ID SHA256`` line for ``ztq.console.tokens``, which holds no secret)."""
+    if role not in ROLES:
+        raise InvalidToken(f"role {role!r} must be one of {', '.join(ROLES)}")
+    token_id, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
+    return f"ztq_{token_id}_{secret}", f"{name} {role} {token_id} {_digest(secret)}"
+
+
+def check_static(tokens: dict[str, StaticToken], token: str) -> TokenInfo | None:
+    """The declared token ``token`` spells, or None; no Redis involved."""
+    match = FORMAT.match(token or "")
+    found = tokens.get(match.group(1)) if match else None
+    if match is None or found is None:
+        return None
+    if not hmac.compare_digest(found.digest, _digest(match.group(2))):
+        return None
+    return TokenInfo(match.group(1), found.name, found.role, 0.0, float("inf"), 0.0)
 
 
 def _digest(secret: str) -> str:
@@ -81,8 +116,7 @@ def check_token(storage: Storage, token: str) -> TokenInfo | None:
         return None
     token_id, secret = match.groups()
     k = storage.keys
-    with storage.guard():
-        raw = storage.client.hgetall(k.token(token_id))
+    raw = sign_in.token_record(storage, token_id)
     if not raw or not hmac.compare_digest(raw.get("digest", ""), _digest(secret)):
         return None
     info = _info(token_id, raw)
@@ -96,14 +130,8 @@ def check_token(storage: Storage, token: str) -> TokenInfo | None:
 
 def list_tokens(storage: Storage) -> list[TokenInfo]:
     """The live tokens, soonest to expire first."""
-    k = storage.keys
-    with storage.guard():
-        ids = storage.client.zrangebyscore(k.tokens, int(time.time() * 1000), "+inf")
-        pipe = storage.client.pipeline(transaction=False)
-        for token_id in ids:
-            pipe.hgetall(k.token(token_id))
-        raws = pipe.execute()
-    return [_info(i, raw) for i, raw in zip(ids, raws, strict=True) if raw]
+    live = sign_in.live_tokens(storage, int(time.time() * 1000))
+    return [_info(i, raw) for i, raw in live if raw]
 
 
 def revoke_token(storage: Storage, token_id: str) -> bool:
@@ -116,5 +144,4 @@ def revoke_token(storage: Storage, token_id: str) -> bool:
 
 def count_tokens(storage: Storage) -> int:
     """How many tokens are live (for /metrics)."""
-    with storage.guard():
-        return int(storage.client.zcount(storage.keys.tokens, int(time.time() * 1000), "+inf"))
+    return sign_in.count_live_tokens(storage, int(time.time() * 1000))

@@ -27,7 +27,7 @@ from ztq.core.client import current
 from ztq.core.client.apps import LIVE, check_shared_names
 from ztq.core.client.batch import Batch
 from ztq.core.client.calls import TaskCall
-from ztq.core.client.cron import DEFAULT_GRACE, CronEntry, CronSchedule
+from ztq.core.client.cron import DEFAULT_GRACE, CronEntry, CronSchedule, check_cron_call
 from ztq.core.client.enqueue import send as _send
 from ztq.core.client.handle import TaskHandle
 from ztq.core.client.handle import aping as _aping
@@ -41,10 +41,12 @@ from ztq.core.client.registry import (
 from ztq.core.engine.connection import Connections
 from ztq.core.engine.queue_limits import KEEP, Keep
 from ztq.core.engine.storage import Storage
-from ztq.core.errors import ConfigError
+from ztq.core.errors import ConfigError, ZtqError
 from ztq.core.messaging.channels import Subscription
 from ztq.core.middleware.base import Chain, Middleware
 from ztq.core.middleware.policies import default_middleware
+from ztq.core.settings.resolver import parse, resolve
+from ztq.core.settings.table import BY_NAME
 from ztq.core.states import Priority
 
 P = ParamSpec("P")
@@ -68,7 +70,12 @@ class App:
         middleware: list[Middleware] | None = None,
         replicas: int = 0,
         replica_timeout: float = 1.0,
+        max_payload: int | None = None,
     ) -> None:
+        if max_payload is not None:
+            max_payload = int(parse(BY_NAME["max_payload"], max_payload, "App()", "max_payload"))
+        # most bytes of a payload (None: the setting, ZTQ_MAX_PAYLOAD or 4 MB, read at first use)
+        self._max_payload = max_payload
         if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
             raise ConfigError(f"replicas must be an int >= 0, not {replicas!r}")
         if not 0 < replica_timeout <= 60:
@@ -87,6 +94,8 @@ class App:
         self.subscriptions: dict[tuple[str, str], Subscription] = {}
         self.broadcast_catch_up = 0.0
         self.joins_transactions = False  # see use_transaction_manager()
+        # which transaction manager an enqueue joins (None: the thread's transaction.manager)
+        self.transaction_manager: Callable[[], Any] | None = None
         # the built-in policies (docs/middleware.md), unless the list is given whole
         self.middleware = Chain(default_middleware() if middleware is None else middleware)
         LIVE.add(self)
@@ -119,11 +128,22 @@ class App:
         prefix: str | None = None,
         cluster: bool | None = None,
         client: Any = None,
+        request_window: float | None = None,
     ) -> Storage:
         """Set (or replace) one of the app's connections (see :class:`Connections`)."""
         return self.connections.connect(
-            url, name=name, prefix=prefix, cluster=cluster, client=client
-        )
+            url, name=name, prefix=prefix, cluster=cluster, client=client,
+            request_window=request_window,
+        )  # fmt: skip
+
+    @property
+    def max_payload(self) -> int:
+        """Most bytes of one task's payload: ``App(max_payload=...)``, else the setting
+        (``ZTQ_MAX_PAYLOAD``, default 4 MB), read when first needed, not at import."""
+        if self._max_payload is None:
+            got = resolve(BY_NAME, ["max_payload"])["max_payload"]
+            self._max_payload = int(got.value)
+        return self._max_payload
 
     def storage(self, name: str = "default") -> Storage:
         """The named connection; the default one is made from the settings on first use."""
@@ -158,6 +178,8 @@ class App:
         shards: int | None = None,
         expires: float | timedelta | None = None,
         rate_limit: str | None = None,
+        key: str | Callable[[tuple[Any, ...], dict[str, Any]], str] | None = None,
+        concurrency: int | None = None,
     ) -> Callable[[Callable[P, R]], TaskFunction[P, R]]: ...
 
     @refuse_unknown_options("task")  # @task(retires=3): "did you mean 'retries'?"
@@ -180,6 +202,8 @@ class App:
         shards: int | None = None,
         expires: float | timedelta | None = None,
         rate_limit: str | None = None,
+        key: str | Callable[[tuple[Any, ...], dict[str, Any]], str] | None = None,
+        concurrency: int | None = None,
     ) -> Any:
         """Register a function as a task of this app, by default as ``module.qualname`` on
         queue ``default``.
@@ -192,27 +216,19 @@ class App:
         ``shards=N`` spreads the queue over N sub-queues in N hash slots, so one busy queue
         can use several Redis Cluster masters (docs/scaling.md); every task of the queue must
         give the same N. ``rate_limit="20/s"`` bounds its starts across the fleet
-        (docs/queue-controls.md, "A task's rate limit").
+        (docs/queue-controls.md, "A task's rate limit"). ``key="account"`` (an argument's
+        name, or a callable of ``(args, kwargs)``) gives each call a key: the keys take
+        turns, at most ``concurrency`` run per key, ``rate_limit="5/s per key"`` bounds each
+        key's starts (docs/queue-controls.md, "Per-key limits and fair turns").
         """
 
         def register(f: Callable[..., Any]) -> TaskFunction[Any, Any]:
             tf = make_task(
-                self,
-                f,
-                queue=queue,
-                name=name,
-                connection=connection,
-                priority=priority,
-                retries=retries,
-                timeout=timeout,
-                unique=unique,
-                batch_size=batch_size,
-                on_batch=on_batch,
-                result_ttl=result_ttl,
-                shards=shards,
-                expires=expires,
-                rate_limit=rate_limit,
-            )
+                self, f, queue=queue, name=name, connection=connection, priority=priority,
+                retries=retries, timeout=timeout, unique=unique, batch_size=batch_size,
+                on_batch=on_batch, result_ttl=result_ttl, shards=shards, expires=expires,
+                rate_limit=rate_limit, key=key, concurrency=concurrency,
+            )  # fmt: skip
             self.registry.add(tf)
             try:
                 check_shared_names(self, [tf.name])
@@ -220,7 +236,11 @@ class App:
                 self.registry.remove(tf.name)
                 raise
             if cron is not None:
-                self.add_cron(tf.prepare(), cron, name=tf.name)
+                try:
+                    self.add_cron(tf.prepare(), cron, name=tf.name)
+                except ZtqError:  # a function that cannot run on a tick is not registered
+                    self.registry.remove(tf.name)
+                    raise
             return tf
 
         return register(fn) if fn is not None else register
@@ -236,7 +256,14 @@ class App:
     def add_cron(
         self, call: Any, spec: str, *, name: str | None = None, grace: float = DEFAULT_GRACE
     ) -> CronEntry:
-        """Schedule ``call`` (a prepared task, or a task to call without arguments)."""
+        """Schedule ``call`` (a prepared task, or a task to call without arguments). A call
+        whose arguments do not bind to its task's signature (a function that needs arguments
+        the entry does not give) is refused with :class:`~ztq.core.errors.WrongArguments`:
+        every tick of it would fail (issue 39). A task of another process is not checked."""
+        if not isinstance(call, TaskCall) and hasattr(call, "prepare"):
+            call = call.prepare()
+        if isinstance(call, TaskCall) and call.task in self.registry.all():
+            check_cron_call(name or call.task, spec, call, self.registry.lookup(call.task))
         return self.cron.add(call, spec, name=name, grace=grace)
 
     def remove_cron(self, name: str) -> None:
@@ -256,6 +283,7 @@ class App:
         when_full: str | Keep = KEEP,
         block_timeout: float | Keep = KEEP,
         rate_limit: str | None | Keep = KEEP,
+        key_concurrency: int | None | Keep = KEEP,
         connection: str = "default",
     ) -> None:
         """Queue-wide settings, kept in Redis and enforced by the scripts for every producer
@@ -272,7 +300,7 @@ class App:
         task waits in its queue."""
         self.connections.get(connection).configure(
             queue, max_running=max_running, max_pending=max_pending, when_full=when_full,
-            block_timeout=block_timeout, rate_limit=rate_limit,
+            block_timeout=block_timeout, rate_limit=rate_limit, key_concurrency=key_concurrency,
         )  # fmt: skip
 
     # -- channels ----------------------------------------------------------------------------
@@ -318,10 +346,19 @@ class App:
         """A batch of this app's tasks: :func:`ztq.core.batch`'s options (docs/batches.md)."""
         return Batch(self, **options)
 
-    def use_transaction_manager(self, enabled: bool = True) -> None:
+    def use_transaction_manager(
+        self, enabled: bool = True, manager: Callable[[], Any] | None = None
+    ) -> None:
         """Make this app's enqueues join the ``transaction`` package's current transaction
-        (``pyramid_tm``): they are written when it commits, and dropped when it aborts."""
+        (``pyramid_tm``): they are written when it commits, and dropped when it aborts.
+
+        ``manager`` says which manager an enqueue joins, asked at each enqueue: it returns
+        a transaction manager, or None to write at once (no transaction is open). Without
+        it, the thread's ``transaction.manager``. The Pyramid integration passes one that
+        answers ``request.tm`` (docs/integrations.md), since under pyramid_tm's explicit
+        manager the request's transaction is not the thread's."""
         self.joins_transactions = enabled
+        self.transaction_manager = manager if enabled else None
 
 
 current.provide(lambda: App("default"))
@@ -336,11 +373,13 @@ def connect(
     prefix: str | None = None,
     cluster: bool | None = None,
     client: Any = None,
+    request_window: float | None = None,
 ) -> Storage:
     """:meth:`Connections.connect` of the default app."""
     return default_app().connections.connect(
-        url, name=name, prefix=prefix, cluster=cluster, client=client
-    )
+        url, name=name, prefix=prefix, cluster=cluster, client=client,
+        request_window=request_window,
+    )  # fmt: skip
 
 
 def get_storage(name: str = "default") -> Storage:
@@ -404,12 +443,14 @@ def configure_queue(
     when_full: str | Keep = KEEP,
     block_timeout: float | Keep = KEEP,
     rate_limit: str | None | Keep = KEEP,
+    key_concurrency: int | None | Keep = KEEP,
     connection: str = "default",
 ) -> None:
     """:meth:`App.configure_queue` of the default app."""
     default_app().configure_queue(
         queue, max_running=max_running, max_pending=max_pending, when_full=when_full,
-        block_timeout=block_timeout, rate_limit=rate_limit, connection=connection,
+        block_timeout=block_timeout, rate_limit=rate_limit, key_concurrency=key_concurrency,
+        connection=connection,
     )  # fmt: skip
 
 

@@ -26,7 +26,7 @@ from ztq.core.client.handle import TaskHandle
 from ztq.core.engine.batching.store import BatchStatus
 from ztq.core.engine.keys import shard_for
 from ztq.core.engine.storage import Storage
-from ztq.core.errors import ConfigError, InvalidOption, QueueFull, ResultTimeout
+from ztq.core.errors import ConfigError, InvalidOption, NotFound, QueueFull, ResultTimeout
 
 if TYPE_CHECKING:
     from ztq.core.client.app import App
@@ -187,7 +187,13 @@ class Batch:
 
     # -- after the block ---------------------------------------------------------------------
     def status(self) -> BatchStatus:
-        """See :func:`batch_status`."""
+        """See :func:`batch_status`. Inside its block the batch is not written yet: a
+        :class:`NotFound` says so (not "never made, or expired", issue 39)."""
+        if self._buffer is not None and not self._buffer.closed:
+            raise NotFound(
+                f"batch {self.id} is written when its block ends: call status() after the "
+                "with block (nothing of it is in Redis yet)"
+            )
         return batch_status(self.storage, self.id)
 
     def callback(self, kind: str = "complete") -> TaskHandle:

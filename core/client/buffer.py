@@ -88,7 +88,12 @@ def current_buffer(app: App, flush: Flush, join: bool | None = None) -> Buffer |
             )
         return buf
     if join or app.joins_transactions:
-        return _join_transaction_manager(flush)
+        if app.transaction_manager is None:
+            import transaction as txn_pkg
+
+            return _join_transaction_manager(flush, txn_pkg.manager)
+        manager = app.transaction_manager()
+        return None if manager is None else _join_transaction_manager(flush, manager)
     return None
 
 
@@ -104,10 +109,12 @@ class DataManager:
 
     transaction_manager: Any
 
-    def __init__(self, txn: Any, flush: Flush) -> None:
-        import transaction as txn_pkg
+    def __init__(self, txn: Any, flush: Flush, manager: Any = None) -> None:
+        if manager is None:
+            import transaction as txn_pkg
 
-        self.transaction_manager = txn_pkg.manager
+            manager = txn_pkg.manager
+        self.transaction_manager = manager  # the one the transaction belongs to
         self.buffer: Buffer = []
         self.txn = txn
         self.flush = flush
@@ -141,17 +148,16 @@ _managers: contextvars.ContextVar[dict[int, DataManager] | None] = contextvars.C
 )
 
 
-def _join_transaction_manager(flush: Flush) -> Buffer:
-    import transaction as txn_pkg
-
-    txn = txn_pkg.get()
+def _join_transaction_manager(flush: Flush, manager: Any) -> Buffer:
+    """The buffer of ``manager``'s current transaction, joined once per transaction."""
+    txn = manager.get()
     managers = _managers.get()
     if managers is None:
         managers = {}
         _managers.set(managers)
     dm = managers.get(id(txn))
     if dm is None or dm.txn is not txn:
-        dm = DataManager(txn, flush)
+        dm = DataManager(txn, flush, manager)
         txn.join(dm)
         managers.clear()
         managers[id(txn)] = dm

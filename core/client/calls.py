@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ztq.core.client.current import app_or_default
 from ztq.core.engine.keys import check_queue, check_shards
+from ztq.core.engine.queue_limits import check_keyed
 from ztq.core.engine.record import payload_list
 from ztq.core.errors import (
     InvalidName,
@@ -177,6 +178,8 @@ def _priority(value: Priority | str) -> Priority:
 def _seconds(value: Any, what: str, *, allow_zero: bool = True) -> float | None:
     if value is None:
         return None
+    if isinstance(value, timedelta) and what != "eta":  # a length of time (an eta is a moment)
+        value = value.total_seconds()
     if type(value) is float and value > 0 and math.isfinite(value):
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -188,9 +191,7 @@ def _seconds(value: Any, what: str, *, allow_zero: bool = True) -> float | None:
 
 def _expires(value: Any) -> float | None:
     """``expires``: seconds (> 0) or a ``timedelta``; None never expires."""
-    if isinstance(value, timedelta):
-        value = value.total_seconds()
-    elif isinstance(value, datetime):
+    if isinstance(value, datetime):
         raise InvalidOption(
             f"expires takes seconds or a timedelta (how long the task stays useful), "
             f"not a datetime: {value!r}"
@@ -230,6 +231,10 @@ class TaskCall:
     shards: int | None = field(default=None, compare=False)
     # headers that travel with the task to its run (e.g. a trace context); not in the id
     meta: dict[str, str] = field(default_factory=dict)
+    # its key and its limits (docs/queue-controls.md, "Per-key limits"): not in the id
+    key: str | None = field(default=None, compare=False)
+    key_concurrency: int | None = field(default=None, compare=False)
+    key_rate: str | None = field(default=None, compare=False)
     # the app that sends it (None: the default app); not part of the payload or of equality
     app: App | None = field(default=None, repr=False, compare=False)
     _payload: str = field(default="", init=False, repr=False, compare=False)
@@ -288,6 +293,8 @@ class TaskCall:
                 raise InvalidOption(str(exc)) from None
         if self.id is not None:
             check_task_id(self.id)
+        if self.key is not None or self.key_concurrency is not None or self.key_rate is not None:
+            check_keyed(self.key, self.key_concurrency, self.key_rate)
         for name in ("callback", "on_failure", "on_progress"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, TaskCall):

@@ -28,12 +28,11 @@ import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from redis.exceptions import ResponseError
-
+from ztq.core.engine.connection import ResponseError
 from ztq.core.engine.scripts import Op
 
 if TYPE_CHECKING:
-    from ztq.core.client.aio import AsyncStorage
+    from ztq.core.engine.aio.transport import AsyncStorage
     from ztq.core.engine.storage import Storage
 
 MOST = 500  # calls in one batch at most (a few ms of Redis time), as a transaction's chunk
@@ -49,6 +48,31 @@ def _own(exc: BaseException) -> BaseException:
         return exc
     mine.__cause__ = exc.__cause__
     return mine
+
+
+def answers(storage: Storage, ops: list[Op], execute: Any) -> list[Any]:
+    """Each op's reply (or error) from one round trip: the one-by-one enqueues of a queue
+    go as one script call (``Storage.merge_enqueues``), which ``execute`` sends."""
+    sent, parts = storage.merge_enqueues(ops)
+    return split(execute(sent), parts, len(ops))
+
+
+def split(replies: Sequence[Any], parts: list[list[tuple[int, int]]], n: int) -> list[Any]:
+    """The replies of merged calls, handed back to the calls they merged: each its tasks'
+    share of the reply (two entries per task), or the merged call's error (each caller after
+    the first gets its own copy)."""
+    out: list[Any] = [None] * n
+    for reply, part in zip(replies, parts, strict=True):
+        start = 0
+        for k, (pos, tasks) in enumerate(part):
+            if isinstance(reply, BaseException):
+                out[pos] = reply if k == 0 else _own(reply)
+            elif tasks < 0:
+                out[pos] = reply
+            else:
+                out[pos] = reply[start : start + 2 * tasks]
+                start += 2 * tasks
+    return out
 
 
 class _Slot:
@@ -130,7 +154,7 @@ class Coalescer:
         """Send a batch (this thread's call first), answer every caller, pass the lead on."""
         try:
             self.batches += 1
-            replies = self.storage.execute_each([s.op for s in batch])
+            replies = answers(self.storage, [s.op for s in batch], self.storage.execute_each)
             for s, reply in zip(batch, replies, strict=True):
                 if isinstance(reply, ResponseError):
                     s.error = reply
@@ -210,7 +234,8 @@ class AsyncCoalescer:
     async def _lead(self, batch: Sequence[tuple[Op, asyncio.Future[Any]]]) -> None:
         try:
             self.batches += 1
-            replies = await self.storage.execute_each([op for op, _ in batch])
+            ops, parts = self.storage.ops.merge_enqueues([op for op, _ in batch])
+            replies = split(await self.storage.execute_each(ops), parts, len(batch))
             for (_, future), reply in zip(batch, replies, strict=True):
                 if future.done():
                     continue

@@ -18,7 +18,7 @@ from croniter import croniter
 
 from ztq.core.client.calls import TaskCall
 from ztq.core.client.enqueue import send
-from ztq.core.errors import InvalidOption, QueueFull
+from ztq.core.errors import InvalidOption, QueueFull, WrongArguments
 
 log = logging.getLogger(__name__)
 DEFAULT_GRACE = 60.0  # seconds: a tick missed by more than this (worker down) is skipped
@@ -49,6 +49,19 @@ class CronEntry:
             "kwargs": self.call.kwargs,
             "next": int((self.next_fire or self.next_after(time.time())) * 1000),
         }
+
+
+def check_cron_call(name: str, spec: str, call: TaskCall, tf: Any) -> None:
+    """Refuse a cron entry whose call does not bind to its task's signature (``tf``): a tick
+    gives the entry's arguments and nothing else, so each tick would fail (issue 39)."""
+    try:
+        tf.check_arguments(tuple(call.args), dict(call.kwargs))
+    except WrongArguments as exc:
+        raise WrongArguments(
+            f"cron entry {name!r} ({spec}) would fail on every tick: {exc}; a tick gives the "
+            f"entry's arguments only: add_cron({call.task.rsplit('.', 1)[-1]}.prepare(args), "
+            f"{spec!r}), or give the function defaults"
+        ) from None
 
 
 class CronSchedule:

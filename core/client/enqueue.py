@@ -4,25 +4,28 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from redis.exceptions import RedisError
-
-from ztq.core.client.aio import AsyncStorage, astorage
+from ztq.core.client.aio import astorage
 from ztq.core.client.buffer import BatchBuffer, current_buffer
 from ztq.core.client.calls import TaskCall
 from ztq.core.client.coalesce import acoalescer, coalescer
 from ztq.core.client.current import app_or_default
 from ztq.core.client.handle import TaskHandle
+from ztq.core.engine.aio.transport import AsyncStorage
+from ztq.core.engine.connection import RedisError
 from ztq.core.engine.fault_kinds import translate
 from ztq.core.engine.keys import shard_for
-from ztq.core.engine.queue_limits import RoomWait
+from ztq.core.engine.queue_limits import RoomWait, keyed_level
+from ztq.core.engine.record import PAYLOAD_FLOOR, check_payload_size
 from ztq.core.engine.scripts import Op
 from ztq.core.engine.storage import EnqueueArgs, Storage
 from ztq.core.errors import ConfigError, ConnectionFailed, NotReplicated, QueueFull
 from ztq.core.settings.redis_urls import safe_url
+from ztq.core.states import Priority
 
 if TYPE_CHECKING:
     from ztq.core.client.app import App
@@ -30,21 +33,43 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 CHUNK = 500  # tasks per script call in a batch: Redis stays responsive (a few ms per call)
 COALESCE = True  # concurrent one-by-one enqueues share round trips (client/coalesce.py)
+# ... in a process of more threads than this: with fewer each enqueue goes alone on its own
+# connection. Waking the callers of a shared round trip costs more CPU than their own round
+# trips until many wait: on 2 cores (docs/benchmarks.md, "Against ztq's own past"), at 8
+# threads coalescing took 47 µs of client CPU and 12 µs of Redis per enqueue, going alone
+# 31 + 18 µs; at 32 threads coalescing 33 + 8 µs, alone 39 + 19 µs.
+COALESCE_THREADS = 16
 
 
 def entry(
-    call: TaskCall, task_id: str, cron: tuple[str, int] | None = None, batch: str = ""
+    call: TaskCall,
+    task_id: str,
+    cron: tuple[str, int] | None = None,
+    batch: str = "",
+    check: bool = True,
 ) -> EnqueueArgs:
     """What ``Storage.enqueue_op`` needs of a call: a plain tuple in ``EnqueueEntry``'s
     order (a transaction makes one per task; a named tuple cost more); ``batch``: the
-    batch the task is a member of."""
+    batch the task is a member of; ``check=False``: its payload size was checked already."""
     name, tick = cron or ("", 0)
     expires = call.expires_ms()
+    if check:
+        checked(call)
+    prio: Priority | str = call.priority
+    if call.key is not None:  # the key and its limits ride in the priority field
+        prio = keyed_level(call.priority.value, call.key, call.key_concurrency, call.key_rate)
     if batch:
-        return (task_id, call.payload(), call.priority, call.delay_ms(), call.first, name, tick,
-                expires, batch)  # fmt: skip
-    return (task_id, call.payload(), call.priority, call.delay_ms(), call.first, name, tick,
-            expires)  # fmt: skip
+        return (task_id, call.payload(), prio, call.delay_ms(), call.first, name, tick, expires,
+                batch)  # fmt: skip
+    return (task_id, call.payload(), prio, call.delay_ms(), call.first, name, tick, expires)
+
+
+def checked(call: TaskCall) -> None:
+    """Refuse a payload over its app's ``max_payload`` before anything is written (one
+    ``len()`` for the common small payload, see ``check_payload_size``)."""
+    payload = call.payload()
+    if len(payload) > PAYLOAD_FLOOR:
+        check_payload_size(payload, app_or_default(call.app).max_payload, call.task)
 
 
 def placed(app: App, call: TaskCall, task_id: str, storage: Storage) -> str:
@@ -65,6 +90,7 @@ def send(
     ``join`` overrides that choice for this call (see :func:`current_buffer`)."""
     app = app_or_default(call.app)
     call = app.middleware.before_enqueue(app, call)
+    checked(call)  # in a transaction too: refused at the line that made it
     buffer = current_buffer(app, send_many, join)
     task_id = call.resolve_id()
     if buffer is not None and cron is None:
@@ -76,11 +102,12 @@ def send(
     storage = app.connections.get(call.connection)
     try:
         queue = placed(app, call, task_id, storage)
-        op = storage.enqueue_op(queue, [entry(call, task_id, cron)])
+        op = storage.enqueue_op(queue, [entry(call, task_id, cron, check=False)])
         replicas = app.replicas if call.replicas is None else call.replicas
         confirmed = replicas
-        # concurrent callers of this process share round trips (alone: sent at once)
-        shared = coalescer(storage) if COALESCE else None
+        # concurrent callers of a process of many threads share round trips (see COALESCE)
+        many = COALESCE and threading.active_count() > COALESCE_THREADS
+        shared = coalescer(storage) if many else None
 
         def write() -> tuple[str, str]:
             nonlocal confirmed

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ztq.core.client.aio import astorage
+from ztq.core.client.buffer import block_buffer
 from ztq.core.client.current import app_or_default
 from ztq.core.engine.record import TaskRecord
 from ztq.core.engine.storage import Storage
@@ -170,7 +171,13 @@ def ping(
     is searched (one round trip); with a sharded ``queue``, its shards are.
     """
     if isinstance(task, TaskHandle):
-        return task.state.value
+        state = task.state.value
+        if state == "none" and task.outcome == "buffered" and block_buffer.get() is not None:
+            raise NotFound(
+                f"task {task.id} is written when the transaction or batch block ends: ping it "
+                "after the with block (nothing of it is in Redis yet)"
+            )
+        return state
     storage = app_or_default(app).connections.get(connection)
     rec = storage.record(queue, task) if queue else None  # one round trip when it is there
     if rec is None:  # elsewhere: in another shard of ``queue``, or in any queue

@@ -24,6 +24,7 @@ from ztq.core.client.calls import (
 )
 from ztq.core.client.enqueue import asend, send
 from ztq.core.client.handle import TaskHandle
+from ztq.core.client.keying import Keyed, KeyOf, task_keying, with_key
 from ztq.core.engine.keys import check_queue, shard_for
 from ztq.core.engine.queue_limits import Rate
 from ztq.core.errors import (
@@ -64,8 +65,10 @@ class TaskFunction(Generic[P, R]):
         shards: int | None = None,
         expires: float | None = None,
         rate_limit: Rate | None = None,
+        keyed: Keyed = (None, None, None),
     ) -> None:
         self.fn = fn
+        self.key, self.key_concurrency, self.key_rate = keyed  # client/keying.py
         self.expires = expires
         self.shards = shards
         self.rate_limit = rate_limit  # starts per s/m/h across the fleet (fetch.lua)
@@ -162,6 +165,8 @@ class TaskFunction(Generic[P, R]):
             "result_ttl": self.result_ttl,
             "shards": self.shards,
             "expires": self.expires,
+            "key_concurrency": self.key_concurrency,
+            "key_rate": self.key_rate,
         }
         defaults.update(options)
         call = TaskCall(self.name, tuple(args), dict(kwargs or {}), app=self.app, **defaults)
@@ -172,6 +177,7 @@ class TaskFunction(Generic[P, R]):
             partial_check(self, args, call.kwargs)
         if call.callback or call.on_failure or call.on_progress:
             check_callbacks(self.app, call)
+        call = with_key(self, call, partial=what == "prepare")
         return call
 
     def enqueue(
@@ -216,7 +222,7 @@ class TaskFunction(Generic[P, R]):
         :meth:`enqueue` checks them)."""
         call = self.template().call(args, kwargs)
         self.check_arguments(args, kwargs)
-        return send(call)
+        return send(with_key(self, call))
 
     def template(self) -> CallTemplate:
         """The call of this task with its default options, prepared once (rebuilt when an
@@ -364,9 +370,11 @@ def make_task(
     shards: int | None = None,
     expires: float | None = None,
     rate_limit: str | None = None,
+    key: str | KeyOf | None = None,
+    concurrency: int | None = None,
 ) -> TaskFunction[Any, Any]:
     """Check a function and its options and wrap it as a task of ``app`` (not registered)."""
-    rate = None if rate_limit is None else Rate.parse(rate_limit)  # refused at the decorator
+    keyed, rate = task_keying(key, concurrency, rate_limit)  # refused at the decorator
     task_name = check_task_name(name or f"{f.__module__}.{f.__qualname__}".replace(".<locals>", ""))
     check_runnable(f, task_name)
     check_queue(queue)
@@ -393,6 +401,7 @@ def make_task(
         shards=shards,
         expires=probe.expires,
         rate_limit=rate,
+        keyed=keyed,
     )
 
 

@@ -7,7 +7,9 @@ Each enqueue records a PRODUCER span ``enqueue <task>`` under the current span (
 request's, say) and carries its context to the worker in the task's ``meta`` (W3C trace
 context headers, through the configured propagator). Each run is a CONSUMER span ``run
 <task>`` under it, current while the task's code runs: the task's own spans, and the
-callbacks it leads to, join the same trace. A failed run's span has an ERROR status. In a
+callbacks it leads to, join the same trace. The enqueue span has the task's id
+(``ztq.task_id``, ``messaging.message.id``) and queue; a failed run's span has an ERROR
+status and an ``exception`` event (type, message, stack trace). In a
 process slot the task's code runs in a child process under the run's span too (its context
 travels in ``run.carry``); the child exports its spans through the tracer provider the task
 modules set up there.
@@ -40,6 +42,9 @@ class OpenTelemetry(Middleware):
         kind = self._trace.SpanKind.PRODUCER
         attributes = {"messaging.system": "ztq", "messaging.destination.name": call.queue,
                       "ztq.task": call.task}  # fmt: skip
+        call, task_id = _known_id(call)
+        if task_id is not None:
+            attributes["ztq.task_id"] = attributes["messaging.message.id"] = task_id
         with self.tracer.start_as_current_span(
             f"enqueue {call.task}", kind=kind, attributes=attributes
         ):
@@ -76,6 +81,30 @@ class OpenTelemetry(Middleware):
             return  # nothing ran (bad payload, unknown task): no span was started
         if not outcome.ok:
             span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, outcome.error))
+            if outcome.exception is not None:
+                span.record_exception(outcome.exception)
+            else:  # a process slot's failure: the text of what its child raised
+                event = {"exception.type": outcome.error_type,
+                         "exception.message": outcome.message,
+                         "exception.stacktrace": outcome.traceback}  # fmt: skip
+                span.add_event("exception", event)
             span.set_attribute("ztq.retry", run.retry_in is not None)
         span.end()
         self._context.detach(token)
+
+
+def _known_id(call: TaskCall) -> tuple[TaskCall, str | None]:
+    """The id the task will have, for the enqueue span: a ``unique=False`` call's random id
+    is drawn here and pinned on the call, so that the span and the task agree. In a batch a
+    member's id is made from the batch's (unique members; a random member's is drawn later,
+    and its span goes without)."""
+    from ztq.core.client.buffer import BatchBuffer, block_buffer
+
+    buffer = block_buffer.get()
+    if isinstance(buffer, BatchBuffer):
+        if call.id is not None or not call.unique:
+            return call, None
+        return call, buffer.member_id(call, call.resolve_id())
+    if call.id is None and not call.unique:
+        call = call.with_options(id=call.resolve_id())
+    return call, call.resolve_id()

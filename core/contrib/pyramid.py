@@ -4,9 +4,14 @@
 - Connects the app (``ztq.app = module:attribute`` in the settings, else the default app)
   through the one settings path: flag (the app's own) > environment > the ini's
   ``ztq.redis_url`` / ``ztq.prefix`` > default.
-- When ``pyramid_tm`` is included, the app's enqueues join the request's transaction: they
-  are written when it commits and dropped when it aborts (an error in the view, a failed
-  commit of the database), with the app's own flag, not a process-wide one.
+- When ``pyramid_tm`` is included, the app's enqueues join the request's transaction
+  (``request.tm``, whatever ``tm.manager_hook`` makes it: the thread's manager or
+  ``pyramid_tm.explicit_manager``'s): they are written when it commits and dropped when it
+  aborts (an error in the view, a failed vote of the database), with the app's own flag,
+  not a process-wide one. Outside a request pyramid_tm manages (a script, a thread, a
+  finished callback), an enqueue joins the transaction begun on ``request.tm`` (or on the
+  thread's ``transaction.manager`` outside any request), ``with request.tm:``, and is
+  written at once when none is begun: never into a transaction that nobody will end.
 - ``request.ztq`` is the app.
 """
 
@@ -44,4 +49,33 @@ def _join_tm(config: Any, app: App) -> None:
 
     extensions = config.registry.queryUtility(IRequestExtensions)
     if extensions is not None and "tm" in extensions.descriptors:
-        app.use_transaction_manager(True)
+        app.use_transaction_manager(True, manager=request_manager)
+
+
+def request_manager() -> Any | None:
+    """The transaction manager an enqueue joins now, or None to write it at once."""
+    import transaction
+    from pyramid.threadlocal import get_current_request
+
+    request = get_current_request()
+    manager = getattr(request, "tm", None) if request is not None else None
+    if manager is None:
+        manager = transaction.manager
+    elif request.environ.get("tm.active"):
+        return manager  # pyramid_tm's tween began it and will end it
+    return manager if _begun(manager) else None
+
+
+def _begun(manager: Any) -> bool:
+    """Whether ``manager`` has a transaction open, without beginning one (``get()`` of an
+    implicit manager would begin one that nobody ends)."""
+    if manager.explicit:
+        from transaction.interfaces import NoTransaction
+
+        try:
+            manager.get()
+        except NoTransaction:
+            return False
+        return True
+    inner = getattr(manager, "manager", manager)  # a ThreadTransactionManager wraps one
+    return getattr(inner, "_txn", None) is not None

@@ -10,7 +10,8 @@ queue configuration), ``queue_admin`` (registration, pause, configure) and ``blo
 (waits on wake lists and history streams, built on ``waits``). ``connection`` builds
 redis-py clients from URLs (single, Sentinel, Cluster); ``queue_limits`` holds the
 back-pressure limits; ``workers`` is the worker/console contract (heartbeats, commands,
-events).
+events). ``batching`` holds batches; ``features`` the reads and writes of channels,
+broadcasts, sign-in records and alerts, so that their packages never touch a client.
 
 May import: ``ztq.core.errors``, ``ztq.core.states``, ``ztq.core.settings`` and redis-py.
 Nothing else of ztq: every other package builds on this one.

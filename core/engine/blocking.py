@@ -1,7 +1,7 @@
 """Blocking calls of :class:`~ztq.core.engine.storage.Storage`: an idle executor waiting for a
 wake-up token or a handed task, a producer waiting for room in a full queue, a caller
 waiting for a task's run to finish (the history stream); with the helpers that read the
-stream's replies, shared with the asyncio twin (:mod:`ztq.core.client.aio`).
+stream's replies, shared with the asyncio twin (:mod:`ztq.core.engine.aio.transport`).
 
 Separate because every call here holds a connection for up to :data:`MAX_BLOCK` seconds,
 which the rest of the storage never does: the bound on a blocking read, the Cluster
@@ -60,9 +60,10 @@ class BlockingWaits(Transport):
             return made
 
     def nudge(self, queues: Sequence[str], *, schedule: bool = False) -> None:
-        """A wake-up token on each of ``queues``: executors (``schedule``: schedulers)
-        blocked on them look at their flags now (a stopping worker's) instead of at the end
-        of their wait; another worker's may wake for nothing, as for any token."""
+        """A wake-up token on each of ``queues`` (a queue named twice gets two: one per
+        blocked reader to wake): executors (``schedule``: schedulers) blocked on them look
+        at their flags now (a stopping worker's) instead of at the end of their wait;
+        another worker's may wake for nothing, as for any token."""
         if not queues:
             return
         with self.guard():
@@ -129,7 +130,7 @@ class BlockingWaits(Transport):
         return read_entries(reply)
 
 
-# -- replies of the history stream, shared with the asyncio twin (ztq.core.client.aio) -------------
+# -- replies of the history stream, shared with the asyncio twin (ztq.core.engine.aio) -----
 def block_ms(timeout: float) -> int:
     """A blocking read's timeout in ms, kept below the client's socket timeout."""
     return int(min(max(timeout, 0.001), MAX_BLOCK) * 1000)

@@ -11,7 +11,12 @@ when used memory > 'maxmemory'``), as ``/readyz`` and the logs say it.
 
 from __future__ import annotations
 
+import logging
 import re
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
 
 from redis import exceptions as rx
 
@@ -23,6 +28,7 @@ from ztq.core.errors import (
     RedisUnreachable,
     ZtqError,
 )
+from ztq.core.settings.redis_urls import safe_url
 
 # kind -> what an operator reads in a log line about it
 KINDS = {
@@ -46,6 +52,7 @@ _CODES = {
 _BY_CODE = {"OOM": "oom", "READONLY": "readonly", "LOADING": "loading", "BUSY": "busy",
             "MASTERDOWN": "masterdown", "NOSCRIPT": "noscript", "UNBLOCKED": "readonly",
             "CLUSTERDOWN": "connection", "TRYAGAIN": "busy"}  # fmt: skip
+log = logging.getLogger("ztq.redis")
 _PIPELINE = re.compile(r"^Command # (\d+) \(.*?\) of pipeline caused error: ", re.S)
 
 
@@ -132,10 +139,45 @@ _PRODUCER: dict[str, tuple[type[ZtqError], str]] = {
     "busy": _NOT_READY,
     "masterdown": _NOT_READY,
     "connection": (RedisUnreachable, "cannot be reached: check that it runs and the URL; the "
-                   "task may or may not be enqueued (the same id sent again keeps one task)"),
+                   "task may or may not be enqueued (enqueued again: one task while it "
+                   "waits; one that ran meanwhile runs again)"),
     "timeout": (RedisUnreachable, "did not answer in time: check that it runs and the URL; "
-                "the task may or may not be enqueued (the same id sent again keeps one task)"),
+                "the task may or may not be enqueued (enqueued again: one task while it "
+                "waits; one that ran meanwhile runs again)"),
 }  # fmt: skip
+
+
+_AUTH_MISSING = (
+    "requires a password (NOAUTH): give it in the URL, redis://:PASSWORD@host:port/db, or "
+    "redis://USER:PASSWORD@host:port/db for an ACL user (--redis, ZTQ_REDIS_URL, or redis = "
+    "in [server])"
+)
+_AUTH_WRONG = (
+    "refused the user or password of the URL (WRONGPASS): check the password "
+    "(redis://:PASSWORD@host...) and, for an ACL user, its name (redis://USER:PASSWORD@host...)"
+)
+
+
+def auth_help(exc: BaseException) -> str | None:
+    """What to set when Redis refused the connection's credentials (issue 39: redis-py's
+    raw "HELLO must be called with the client already authenticated ..."), else None."""
+    for err in _chain(exc):
+        text = _message(err)
+        if not isinstance(err, rx.AuthenticationError | rx.ResponseError):
+            continue
+        if "HELLO must be called" in text or text.startswith(("NOAUTH", "Authentication requ")):
+            return _AUTH_MISSING
+        if "username-password pair" in text or text.startswith("WRONGPASS"):
+            return _AUTH_WRONG
+    return None
+
+
+def unreachable(url: str, exc: BaseException) -> str:
+    """The line of a :class:`ConnectionFailed` for ``exc`` at ``url`` (password masked)."""
+    helped = auth_help(exc)
+    if helped is not None:
+        return f"Redis at {safe_url(url)} {helped}"
+    return f"cannot reach Redis at {safe_url(url)}: {exc}"
 
 
 def translate(exc: BaseException, where: str = "") -> BaseException:
@@ -147,7 +189,82 @@ def translate(exc: BaseException, where: str = "") -> BaseException:
     if fault not in _PRODUCER:
         return exc
     cls, text = _PRODUCER[fault]
+    text = auth_help(exc) or text
     root = next((e for e in _chain(exc) if isinstance(e, rx.RedisError)), exc)
     err = cls(f"Redis{' at ' + where if where else ''} {text} ({describe(exc)})")
     err.__cause__ = root
     return err
+
+
+# A full Redis (docs/design.md, "A full Redis"): a call of these that Redis refused for
+# memory (OOM: it ran nothing) is sent again as its twin flagged ``allow-oom``, whose Lua
+# sees OOM = true and frees at least what it writes (_lib.lua, keep_compact). Twins need
+# Redis 7 (function flags, the EVAL shebang); on an older Redis the refusal stands.
+OOM_TWINS = frozenset({"fetch", "ack", "fail", "renew"})
+
+
+def refused_for_memory(ops: Sequence[tuple[str, Any, Any]], replies: Sequence[Any]) -> list[int]:
+    """The calls of ``ops`` that Redis refused for memory and that have an allow-oom twin
+    (a refused call ran nothing: sending its twin is not sending it twice)."""
+    return [i for i, (op, reply) in enumerate(zip(ops, replies, strict=False))
+            if isinstance(reply, rx.ResponseError) and op[0] in OOM_TWINS
+            and _code(reply) == "OOM"]  # fmt: skip
+
+
+def took(refused: list[int], replies: list[Any], again: Sequence[Any]) -> int:
+    """Put the twins' replies in place of the refusals they answer (a twin's error leaves
+    the refusal: on a Redis before 7 a twin does not compile); how many went through."""
+    n = 0
+    for i, reply in zip(refused, again, strict=True):
+        if not isinstance(reply, rx.ResponseError):
+            replies[i], n = reply, n + 1
+    return n
+
+
+class FullEpisode:
+    """A process's writes meeting a full Redis (docs/design.md, "A full Redis"): told in
+    one WARNING when its first fetch, ack, fail or renew is refused for memory and goes
+    through as its allow-oom twin, and one INFO when those calls go through plainly again
+    and none was refused for :attr:`quiet` seconds, instead of a line per task: a draining
+    Redis hovers at maxmemory (each ack frees, each plain write takes), and an episode
+    ended at the first plain call told it again every second (measured: 14 times in 4 s).
+    What yielded is counted in Redis (``oom_compact``, ``oom_dropped`` in each queue's
+    totals: ``ztq info``, metrics)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.since: float | None = None  # monotonic; None: not in an episode
+        self.last = 0.0  # monotonic: the last refusal
+        self.calls = 0  # calls that went through as twins in this episode
+        self.quiet = 30.0  # seconds without a refusal that end an episode
+
+    def refused(self, took: int) -> None:
+        """Calls refused for memory were sent as twins; ``took`` of them went through."""
+        with self.lock:
+            first, self.calls = self.since is None, self.calls + took
+            self.last = time.monotonic()
+            if first:
+                self.since = self.last
+        if first:
+            log.warning("Redis reached maxmemory: the worker's fetch, ack, fail and renew go "
+                        "on as allow-oom calls; finished records and history yield first "
+                        "(compact records, no history entries, early drops: oom_compact and "
+                        "oom_dropped in `ztq info`)")  # fmt: skip
+
+    def room(self, ops: Sequence[tuple[str, Any, Any]], replies: Sequence[Any]) -> None:
+        """A pipeline went through without a refusal for memory: if it held a call that
+        has a twin and went through, and none was refused for :attr:`quiet` s, the episode
+        ended."""
+        if time.monotonic() - self.last < self.quiet:
+            return
+        if not any(op[0] in ("fetch", "ack", "fail") and not isinstance(r, rx.ResponseError)
+                   for op, r in zip(ops, replies, strict=False)):  # fmt: skip
+            return
+        with self.lock:
+            since, calls, self.since, self.calls = self.since, self.calls, None, 0
+        if since is not None:
+            log.info("Redis takes writes under maxmemory again, after %.1f s (%d calls went "
+                     "through as allow-oom calls)", time.monotonic() - since, calls)  # fmt: skip
+
+
+FULL = FullEpisode()

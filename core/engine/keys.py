@@ -79,6 +79,10 @@ def check_physical(name: str) -> str:
     return check_queue(name)
 
 
+# how long the stats keys live (_lib.lua: 2 h a minute, 25 h a 5-minute slot), in their units
+STATS_MINUTES, STATS_SLOTS = 122, 302
+
+
 class Keys:
     """Builds key names under one prefix (default ``ztq``)."""
 
@@ -92,7 +96,7 @@ class Keys:
         # what the console counts and pages workers by, kept by the heartbeat script
         self.worker_summaries = f"{prefix}:{{ztq}}:workers:summary"  # hash: id -> summary
         self.worker_states = f"{prefix}:{{ztq}}:workers:state"  # zset: id -> band, report
-        self.worker_totals = f"{prefix}:{{ztq}}:workers:totals"  # hash: busy, t:<queue>
+        self.worker_totals = f"{prefix}:{{ztq}}:workers:totals"  # hash: busy, t:<q>, p:<q>
         self.worker_names = f"{prefix}:{{ztq}}:workers:names"  # zset: id -> 0 (name order)
         self.events = f"{prefix}:{{ztq}}:events"
         # string: a token naming this Redis's data set, written once by the first worker;
@@ -179,6 +183,49 @@ class Keys:
         request sent again (its reply lost) gets the same leases (docs/design.md, "Lost
         replies")."""
         return self._q(queue, f"fetched:{worker_id}")
+
+    def request(self, queue: str, request_id: str) -> str:
+        """String: what one enqueue call (``request_id``, made by the client once per call)
+        answered, its outcomes space-separated; kept for the request window (Redis TTL), so
+        that the same call sent again after a lost reply gets that answer and changes
+        nothing (docs/design.md, "Lost replies")."""
+        return f"{self.prefix}:{{{queue}}}:req:{request_id}"
+
+    # -- keyed tasks (scripts/_keyed.lua names these after the tasks key, in its slot) ------
+    def key_turns(self, queue: str) -> str:
+        """List: the rotation of the keys that have tasks ready (each once, state 'r')."""
+        return self._q(queue, "k:turns")
+
+    def key_state(self, queue: str) -> str:
+        """Hash: key -> 'r' (taking turns), 'c' / 't' / 'p' (parked: its running limit, its
+        next token, a pause); absent: no task ready."""
+        return self._q(queue, "k:state")
+
+    def key_wait(self, queue: str) -> str:
+        """Zset: key -> its tasks waiting (the busiest keys first)."""
+        return self._q(queue, "k:wait")
+
+    def key_run(self, queue: str) -> str:
+        """Zset: key -> the leases it holds now (its running limit's count)."""
+        return self._q(queue, "k:run")
+
+    def key_due(self, queue: str) -> str:
+        """Zset: key -> when its next token is due (ms): a key parked by its rate limit."""
+        return self._q(queue, "k:due")
+
+    def key_rate(self, queue: str) -> str:
+        """Hash: ``k:<key>`` -> the key's GCRA arrival time; ``slot`` / ``who``: the executor
+        registered to fetch at the next token of a key."""
+        return self._q(queue, "k:rate")
+
+    def key_paused(self, queue: str) -> str:
+        """Set: the keys an operator paused."""
+        return self._q(queue, "k:paused")
+
+    def key_ready(self, queue: str, priority: Priority | str, key: str) -> str:
+        """List: one key's entries ready at one level (``<id>#k<n>``)."""
+        level = priority.value if isinstance(priority, Priority) else priority
+        return self._q(queue, f"k:r:{level}:{key}")
 
     def overflow(self, queue: str) -> str:
         """A full queue's buffer (``when_full = buffer``): ids that wait to enter the ready
@@ -276,8 +323,13 @@ class Keys:
         return f"{self.prefix}:{{ztq}}:batches:send"
 
     # -- console logins ----------------------------------------------------------------------
+    def login_pair(self, digest: str) -> str:
+        """Failed sign-ins of one user name from one client address (``digest``: see
+        :func:`login_digest`, of the name and the address)."""
+        return f"{self.prefix}:{{ztq}}:login:pair:{digest}"
+
     def login_user(self, digest: str) -> str:
-        """Failed sign-ins of one user name (``digest``: see :func:`login_digest`)."""
+        """Failed sign-ins of one user name from any address."""
         return f"{self.prefix}:{{ztq}}:login:user:{digest}"
 
     def login_addr(self, digest: str) -> str:
@@ -345,3 +397,30 @@ def login_digest(text: str) -> str:
     """A fixed-size stand-in for a user name or address in a key: any text a client sends
     makes a key of bounded size."""
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+
+
+# -- forgetting a queue (``ztq queue forget``: forget_queue.lua) -----------------------------
+def forget_checked(keys: Keys, queue: str) -> list[tuple[str, str]]:
+    """(key, what it holds) of every list of a queue's live tasks: all empty, or the queue
+    is not forgotten."""
+    return [*((keys.ready(queue, p), f"ready tasks ({p.value})") for p in PRIORITIES),
+            (keys.delayed(queue), "delayed tasks"), (keys.running(queue), "running tasks"),
+            (keys.errors(queue), "errors"), (keys.trash_index(queue), "deletes in the trash"),
+            (keys.overflow(queue), "tasks in its overflow"), (keys.hand(queue), "handed tasks"),
+            (keys.batch_out(queue), "batch ends not applied"),
+            (keys.key_wait(queue), "keys with tasks waiting"),
+            (keys.key_run(queue), "keys with tasks running")]  # fmt: skip
+
+
+def forget_deleted(keys: Keys, queue: str, now_s: float) -> list[str]:
+    """The keys a forgotten queue's settings and stats live in (its tasks hash: the finished
+    records and error counters; the stats of the minutes and 5-minute slots still kept).
+    The rest (a redo's follow set, request ids, a fetch's ids) expire on their own."""
+    minute, slot = int(now_s) // 60, int(now_s) // 300
+    return [keys.tasks(queue), keys.done(queue), keys.history(queue), keys.wake(queue),
+            keys.schedule(queue), keys.fence(queue), keys.paused(queue), keys.config(queue),
+            keys.rate(queue), keys.waiter(queue), keys.room(queue), keys.cronlast(queue),
+            keys.totals(queue), keys.key_turns(queue), keys.key_state(queue),
+            keys.key_due(queue), keys.key_rate(queue), keys.key_paused(queue),
+            *(keys.stats(queue, minute - i) for i in range(STATS_MINUTES)),
+            *(keys.stats5(queue, slot - i) for i in range(STATS_SLOTS))]  # fmt: skip

@@ -29,6 +29,7 @@ RATE_FORMS: Final = (
     "'N/s', 'N/m' or 'N/h' (N a whole number >= 1), optionally followed by ' burst B' "
     "(B >= 1), e.g. '20/s' or '100/m burst 10'"
 )
+MIN_BURST_CAP: Final = 1000  # a burst may always be this big, whatever the rate
 _RATE = re.compile(r"\s*([0-9]{1,9})\s*/\s*([smh])\s*(?:burst\s+([0-9]{1,9})\s*)?")
 
 
@@ -49,7 +50,15 @@ class Rate:
         got = _RATE.fullmatch(value) if isinstance(value, str) else None
         if got is None or int(got[1]) < 1 or (got[3] is not None and int(got[3]) < 1):
             raise InvalidOption(f"{name} must be {RATE_FORMS}, or None to lift it; not {value!r}")
-        return cls(int(got[1]), got[2], int(got[3] or 1))
+        count, unit, burst = int(got[1]), got[2], int(got[3] or 1)
+        most = max(MIN_BURST_CAP, int(count * 3600 / RATE_UNITS[unit]))
+        if burst > most:  # issue 39: '5/s burst 1000000' lifted the limit without a word
+            raise InvalidOption(
+                f"{name} {value!r}: a burst of {burst} lets {burst} tasks start at once, more "
+                f"than an hour of {count}/{unit}; a burst is at most an hour's starts (or "
+                f"{MIN_BURST_CAP}): {most} here, or lift the limit with None"
+            )
+        return cls(count, unit, burst)
 
     @property
     def spec(self) -> str:
@@ -88,6 +97,7 @@ class QueueLimits:
     block_timeout: float = DEFAULT_BLOCK_TIMEOUT
     rate_limit: Rate | None = None
     task_rates: tuple[tuple[str, Rate], ...] = ()  # the tasks' own (``@task(rate_limit=)``)
+    key_concurrency: int | None = None  # leases at once per task key (_keyed.lua)
 
     @classmethod
     def from_hash(cls, raw: Mapping[Any, Any]) -> QueueLimits:
@@ -122,6 +132,7 @@ class QueueLimits:
             timeout if math.isfinite(timeout) and timeout > 0 else DEFAULT_BLOCK_TIMEOUT,
             rate,
             tuple(tasks),
+            count("key_concurrency"),
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -137,6 +148,8 @@ class QueueLimits:
             out["rate_limit"] = str(self.rate_limit)
         if self.task_rates:
             out["task_rates"] = {name: str(rate) for name, rate in self.task_rates}
+        if self.key_concurrency is not None:
+            out["key_concurrency"] = self.key_concurrency
         return out
 
     def describe(self) -> str:
@@ -147,6 +160,8 @@ class QueueLimits:
         rate = f"; at most {self.rate_limit} started" if self.rate_limit else ""
         if self.task_rates:
             rate += "; tasks: " + ", ".join(f"{n} at most {r}" for n, r in self.task_rates)
+        if self.key_concurrency:
+            rate += f"; at most {self.key_concurrency} running per key"
         if self.max_pending is None:
             return f"{running}; no pending limit{rate}"
         wait = f"then producers wait up to {self.block_timeout:g}s"
@@ -186,9 +201,12 @@ def fields(
     when_full: str | Keep = KEEP,
     block_timeout: float | Keep = KEEP,
     rate_limit: str | None | Keep = KEEP,
+    key_concurrency: int | None | Keep = KEEP,
 ) -> list[str]:
     """The configure script's ARGV (field, value, ...; '' clears) for the settings given."""
     out: list[str] = []
+    if not isinstance(key_concurrency, Keep):
+        out += ["key_concurrency", _limit("key_concurrency", key_concurrency)]
     if not isinstance(max_running, Keep):
         out += ["max_running", _limit("max_running", max_running)]
     if not isinstance(max_pending, Keep):
@@ -242,3 +260,51 @@ class RoomWait:
         if left <= 0:
             raise full_error(self.queue, self.limits, waited)
         return min(left, POLL)
+
+
+# -- per-key limits and fair turns (docs/queue-controls.md; scripts/_keyed.lua) -------------
+KEY_MAX: Final = 128  # characters of a task's key
+_KEY_BAD = re.compile(r"[\x00-\x1f\x7f]")
+PER_KEY: Final = " per key"  # ``rate_limit="5/s per key"``: the rate of each key
+
+
+def check_key(value: object) -> str:
+    """A task's key as the scripts store it: a str of 1 to 128 characters without control
+    characters (it names Redis keys and is shown on pages); else one-line InvalidOption."""
+    if not isinstance(value, str) or not 0 < len(value) <= KEY_MAX or _KEY_BAD.search(value):
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+        raise InvalidOption(
+            f"key must be a str of 1 to {KEY_MAX} characters without control characters, "
+            f"not {shown}"
+        )
+    return value
+
+
+def check_keyed(key: object, concurrency: object, rate: object) -> None:
+    """Refuse a key that is no key (:func:`check_key`; None: no key), a per-key concurrency
+    that is no int >= 1 or a per-key rate that is no rate."""
+    if key is not None:
+        check_key(key)
+    if concurrency is not None:
+        _limit("concurrency", concurrency)
+    if rate is not None:
+        Rate.parse(rate, "key_rate")
+
+
+def per_key_rate(spec: str | None) -> str | None:
+    """``"5/s per key"`` -> ``"5/s"`` (a task's ``rate_limit`` meant for each key); None for
+    a rate of the task as a whole."""
+    if isinstance(spec, str) and spec.rstrip().endswith(PER_KEY):
+        return str(Rate.parse(spec.rstrip()[: -len(PER_KEY)], "rate_limit"))
+    return None
+
+
+def keyed_level(level: str, key: str, concurrency: int | None, rate: str | None) -> str:
+    """The enqueue script's priority field of a keyed task: ``level TAB concurrency TAB
+    'N/u B' TAB key`` (_keyed.lua, KEYED.parse); the plain level stays the bare word, so a
+    task without a key costs the script nothing more."""
+    spec = ""
+    if rate is not None:
+        r = Rate.parse(rate, "key_rate")
+        spec = f"{r.spec} {r.burst}"
+    return f"{level}\t{concurrency or ''}\t{spec}\t{key}"

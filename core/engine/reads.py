@@ -47,6 +47,14 @@ class Reads(Transport):
         with self.guard():
             return bool(self.client.exists(self.keys.paused(queue)))
 
+    def paused_flags(self, queues: Sequence[str]) -> list[bool]:
+        """:meth:`is_paused` of each queue, in one round trip (a pipeline)."""
+        with self.guard():
+            pipe = self.client.pipeline(transaction=False)
+            for q in queues:
+                pipe.exists(self.keys.paused(q))
+            return [bool(p) for p in pipe.execute()]
+
     def pending_count(self, queue: str) -> int:
         """Ready (all levels) plus delayed tasks of a queue, in one round trip (the ready
         lists' leftovers, counted in the tasks hash, are not tasks: see _lib.lua)."""
@@ -56,9 +64,11 @@ class Reads(Transport):
             for key in k.ready_all(queue):
                 pipe.llen(key)
             pipe.zcard(k.delayed(queue))
-            pipe.hmget(k.tasks(queue), [f"#{p.value}" for p in Priority])
-            *counts, left = pipe.execute()
-            return sum(int(n) for n in counts) - sum(int(n or 0) for n in left)
+            pipe.hmget(k.tasks(queue), [*(f"#{p.value}" for p in Priority), "#keyed"])
+            *counts, left = pipe.execute()  # and the tasks waiting in keyed lists (_keyed.lua)
+            return (
+                sum(int(n) for n in counts) - sum(int(n or 0) for n in left[:3]) + int(left[3] or 0)
+            )
 
     # -- records -----------------------------------------------------------------------------
     def record(self, queue: str, task_id: str) -> TaskRecord | None:

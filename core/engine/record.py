@@ -18,11 +18,51 @@ written by earlier versions or by another client, read the same.
 from __future__ import annotations
 
 import json
+import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from ztq.core.errors import PayloadError
 from ztq.core.states import TaskState
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_PAYLOAD = 4 * 1024 * 1024  # bytes; the setting max_payload (docs/settings.md)
+MIN_MAX_PAYLOAD = 256 * 1024  # its least value: the warning starts at a quarter of it
+# a payload shorter than this (in characters, so at most 4x that in UTF-8 bytes) is never
+# measured: the check costs the common enqueue one len()
+PAYLOAD_FLOOR = MIN_MAX_PAYLOAD // 16
+_warned: dict[str, float] = {}  # task -> when its big payload was last warned of (1 a minute)
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1048576:.1f} MB"
+
+
+def check_payload_size(payload: str, limit: int, task: str) -> None:
+    """Refuse a payload over ``limit`` bytes (``max_payload``) with a :class:`PayloadError`
+    naming its size and the setting, and log a WARNING above a quarter of it (once a minute
+    per task, however many are sent): Redis keeps
+    a payload with its task and with its finished record for ``result_ttl`` (issue 39: a
+    60 MB argument took 5.2 s and 270 MB of Redis at its peak). Called before the write."""
+    if len(payload) <= PAYLOAD_FLOOR:
+        return
+    size = len(payload.encode("utf-8"))
+    if size > limit:
+        raise PayloadError(
+            f"the payload of {task} is {_mb(size)} ({size} bytes), over max_payload "
+            f"({_mb(limit)}, {limit} bytes); nothing was enqueued: pass a reference to the "
+            "data (a path, a URL, an object-store key) instead of the data, or raise "
+            "max_payload (App(max_payload=...) or ZTQ_MAX_PAYLOAD)"
+        )
+    now = time.monotonic()
+    if size > limit // 4 and now - _warned.get(task, -60.0) >= 60.0:
+        _warned[task] = now
+        log.warning(
+            "the payload of %s is %s (%d bytes), over a quarter of max_payload (%s): Redis "
+            "keeps it with the task and its finished record", task, _mb(size), size, _mb(limit),
+        )  # fmt: skip
 
 
 def is_bare_time(meta_text: str) -> bool:

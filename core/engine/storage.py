@@ -25,6 +25,7 @@ from ztq.core.engine.blocking import (
     read_entries,
     tail_id,
 )
+from ztq.core.engine.features.key_turns import KeyTurns
 from ztq.core.engine.queue_admin import QueueAdmin
 from ztq.core.engine.reads import Reads
 from ztq.core.engine.task_moves import (
@@ -60,7 +61,7 @@ __all__ = [
 ]
 
 
-class Storage(TaskMoves, BatchStore, BlockingWaits, QueueAdmin, Reads, Transport):
+class Storage(TaskMoves, BatchStore, BlockingWaits, QueueAdmin, KeyTurns, Reads, Transport):
     """One Redis and a key prefix: the one door to Redis for the client, the worker, the
     console and the CLI. No other object talks to Redis; the mixins only split its methods
     by responsibility (see the module docstring), and all of them share the state that

@@ -24,8 +24,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from ztq.core.engine.scripts import KeyList, Op
+from ztq.core.engine.scripts import Op
 from ztq.core.engine.transport import Transport
+from ztq.core.engine.wire.framing import KeyList, TailedKeys
 from ztq.core.states import Priority
 
 DEFAULT_RESULT_TTL_MS = 3_600_000
@@ -168,11 +169,17 @@ class TaskMoves(Transport):
                     k.hand(queue),
                 ]
             keys = self._key_lists[(script, queue)] = KeyList(keys)
+            keys.queue = queue
         return keys
 
     # -- enqueue -----------------------------------------------------------------------------
     def enqueue_op(
-        self, queue: str, entries: Sequence[EnqueueArgs], *, once: tuple[str, int] | None = None
+        self,
+        queue: str,
+        entries: Sequence[EnqueueArgs],
+        *,
+        once: tuple[str, int] | None = None,
+        request: str | None = None,
     ) -> Op:
         """One script call that enqueues ``entries`` (all of ``queue``) in order.
 
@@ -180,20 +187,34 @@ class TaskMoves(Transport):
         ``once=(call id, ttl ms)``: a once-guard (a batch callback): the entries are written
         only if this call id was not enqueued in the queue within the TTL (else the reply
         is ``[id, 'once']``).
+
+        The call carries a request id (``request``, or a new one): this op sent again, by
+        the client's retries after a lost reply or by its caller, gets the answer the first
+        send got, within ``request_window`` seconds, and changes nothing (docs/design.md,
+        "Lost replies"). A new op is a new request.
         """
         keys = self._key_list("enqueue", queue)
         args: list[Any] = []
         for e in entries:
-            tid, payload, prio, delay_ms, first, cron_name, cron_tick_ms = e[:7]
+            if len(e) == 8:  # one-by-one enqueue's entry: unpacked, not sliced
+                tid, payload, prio, delay_ms, first, cron_name, cron_tick_ms, expires = e
+                batch = ""
+            else:
+                tid, payload, prio, delay_ms, first, cron_name, cron_tick_ms = e[:7]
+                expires = e[7] if len(e) > 7 else 0
+                batch = e[8] if len(e) > 8 else ""
             level = prio.value if isinstance(prio, Priority) else prio
-            expires = e[7] if len(e) > 7 else 0
-            batch = e[8] if len(e) > 8 else ""
             args += [tid, payload, level, max(0, int(delay_ms)), int(first), cron_name,
                      int(cron_tick_ms), max(0, int(expires)), batch]  # fmt: skip
+        head = self._request_heads.get(queue)
+        if head is None:  # the request key without its id, once per queue
+            head = self._request_heads[queue] = self.keys.request(queue, "")
+        tail = [head + (request or self.request_id())]
+        args.append(self.request_window_ms)
         if once is not None:
-            keys = [*keys, self.keys.once(queue, once[0])]
+            tail.append(self.keys.once(queue, once[0]))
             args.append(int(once[1]))
-        return ("enqueue", keys, args)
+        return ("enqueue", TailedKeys(keys, tail), args)
 
     # -- worker side -------------------------------------------------------------------------
     def fetch_op(
@@ -304,9 +325,12 @@ class TaskMoves(Transport):
         result_ttl_ms: int = DEFAULT_RESULT_TTL_MS,
         history_maxlen: int = DEFAULT_HISTORY_MAXLEN,
         now: float | None = None,
+        compact: bool = False,
     ) -> Op:
+        """``compact``: the finished records keep state and times only (ack.lua, ARGV 2)."""
         keys = self._finish_keys(queue, now)
-        args: list[Any] = [worker, int(result_ttl_ms), int(history_maxlen)]
+        ttl = f"c{int(result_ttl_ms)}" if compact else int(result_ttl_ms)
+        args: list[Any] = [worker, ttl, int(history_maxlen)]
         for it in items:
             args += [it.id, it.token, it.task, it.result]
         return ("ack", keys, args)

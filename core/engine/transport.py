@@ -9,8 +9,10 @@ what happens when it cannot is decided here once, and nowhere else.
 from __future__ import annotations
 
 import contextlib
+import itertools
+import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import redis
@@ -18,23 +20,55 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from ztq.core.engine.fault_kinds import unreachable
 from ztq.core.engine.keys import Keys
-from ztq.core.engine.scripts import HELD, SCRIPTS, Op
+from ztq.core.engine.scripts import SCRIPTS, Op
 from ztq.core.engine.waits import MultiWait
+from ztq.core.engine.wire.framing import HELD, TailedKeys
 from ztq.core.errors import ConnectionFailed
 from ztq.core.settings.redis_urls import safe_url
+from ztq.core.settings.table import REQUEST_WINDOW
+
+
+class RequestIds:
+    """Request ids of enqueue calls: a random prefix per process (made anew in a forked
+    child) and a counter, so that making one costs no system call; unique across the
+    producers of one Redis within any request window."""
+
+    def __init__(self) -> None:
+        self._reset()
+        os.register_at_fork(after_in_child=self._reset)
+
+    def _reset(self) -> None:
+        self.prefix = os.urandom(6).hex()
+        self.count = itertools.count()  # next() is atomic: threads never share an id
+
+
+REQUEST_IDS = RequestIds()
 
 
 class Transport:
     """The client and the calls through it; the base of every ``Storage`` mixin."""
 
-    def __init__(self, client: Any, *, prefix: str = "ztq", url: str = "") -> None:
+    def __init__(
+        self,
+        client: Any,
+        *,
+        prefix: str = "ztq",
+        url: str = "",
+        request_window: float = REQUEST_WINDOW,
+    ) -> None:
         self.client = client
         self.keys = Keys(prefix)
         self.url = url
+        # ms an enqueue's answer is kept for the same request sent again (request_window)
+        self.request_window_ms = max(1, int(request_window * 1000))
         self.is_cluster = isinstance(client, redis.RedisCluster)
+        # fakeredis (a memory:// URL, or a client passed in): no MEMORY USAGE, no CLIENT
+        self.in_memory = type(client).__module__.startswith("fakeredis")
         self._known_queues: set[str] = set()
         self._key_lists: dict[tuple[str, str], list[str]] = {}  # hot paths: once per queue
+        self._request_heads: dict[str, str] = {}  # a queue's request key but the id
         self._multi_waits: dict[tuple[int, tuple[str, ...]], MultiWait] = {}  # Cluster only
         self._multi_lock = threading.Lock()
         # the combiner of concurrent one-by-one enqueues on this connection, made on first
@@ -69,16 +103,77 @@ class Transport:
                 f"Redis at {safe_url(self.url)} is a replica now (a failover?): {exc}"
             ) from exc
         except (RedisConnectionError, RedisTimeoutError) as exc:
-            raise ConnectionFailed(f"cannot reach Redis at {safe_url(self.url)}: {exc}") from exc
+            raise ConnectionFailed(unreachable(self.url, exc)) from exc
+
+    @staticmethod
+    def request_id() -> str:
+        """A new request id (an enqueue's: docs/design.md, "Lost replies")."""
+        return f"{REQUEST_IDS.prefix}{next(REQUEST_IDS.count):x}"
+
+    def merge_enqueues(self, ops: Sequence[Op]) -> tuple[list[Op], list[list[tuple[int, int]]]]:
+        """Coalesced one-by-one enqueues (``ztq.core.client.coalesce``) as one script call per
+        queue: what a script call costs Redis beside its tasks (its run, the queue's config,
+        the waiter) is paid once per queue and round trip, and so is the kept answer (one
+        request id for the merged call: sent again after a lost reply, it is answered as
+        the first time). Other ops (a once-guard, another script) go as they are.
+
+        Here, beside how calls are sent, as the other half of what a resent call needs (the
+        request ids); the ops are ``TaskMoves.enqueue_op``'s: 9 arguments a task, then the
+        request window. Returns the ops to send and, for each, the (position in ``ops``,
+        tasks) it answers in order; tasks is -1 for an op sent as it was (its whole reply is
+        its caller's)."""
+        sent: list[Op] = []
+        parts: list[list[tuple[int, int]]] = []
+        merged: dict[int, int] = {}  # id of the queue's key list -> its op in ``sent``
+        grouped: dict[int, list[Sequence[Any]]] = {}  # op in ``sent`` -> the ops' args
+        for pos, (name, keys, args) in enumerate(ops):
+            if name != "enqueue" or type(keys) is not TailedKeys or len(keys.tail) != 1:
+                sent.append((name, keys, args))
+                parts.append([(pos, -1)])
+                continue
+            at = merged.setdefault(id(keys.base), len(sent))
+            if at == len(sent):
+                sent.append((name, keys, args))
+                parts.append([])
+                grouped[at] = []
+            grouped[at].append(args)
+            parts[at].append((pos, (len(args) - 1) // 9))
+        for at, each in grouped.items():
+            if len(each) > 1:  # a new call: a request id of its own
+                base = sent[at][1].base  # type: ignore[attr-defined]
+                keys = TailedKeys(base, [self.keys.request(base.queue, self.request_id())])
+                args = [x for a in each for x in a[:-1]]
+                args.append(self.request_window_ms)
+                sent[at] = ("enqueue", keys, args)
+        return sent, parts
 
     def call(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        with self.guard():
+        """One script call; its faults as :meth:`guard` turns them (entered only on an error:
+        a generator context manager per call cost a one-by-one enqueue 1 µs)."""
+        try:
             return SCRIPTS.call(self.client, name, keys, args)
+        except (ResponseError, RedisConnectionError, RedisTimeoutError) as exc:
+            with self.guard():
+                raise exc
 
     def execute(self, ops: Sequence[Op]) -> list[Any]:
         """Run several operations in one round trip; results in the same order."""
         with self.guard():
             return SCRIPTS.call_many(self.client, ops)
+
+    def submit(self, ops: Sequence[Op]) -> Callable[[], list[Any]]:
+        """:meth:`execute` in two halves: the operations are sent now, and the returned
+        function (to call once) reads their results, raising as :meth:`execute` does. A
+        worker thread runs a batch between the two, while Redis runs the acks of the last
+        batch and the fetch of the next (``Scripts.submit``)."""
+        with self.guard():
+            finish = SCRIPTS.submit(self.client, ops)
+
+        def results() -> list[Any]:
+            with self.guard():
+                return finish()
+
+        return results
 
     def execute_each(self, ops: Sequence[Op]) -> list[Any]:
         """:meth:`execute`, each script's error kept as its own reply (an exception object)

@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 from ztq.core.client.calls import TaskCall
 from ztq.core.client.current import app_or_default
+from ztq.core.engine.features import broadcast_streams as streams
 from ztq.core.engine.scripts import Op
-from ztq.core.engine.storage import Storage, block_ms, tail_id
+from ztq.core.engine.storage import Storage
 from ztq.core.errors import NotFound, ResultTimeout
 
 if TYPE_CHECKING:
@@ -84,11 +85,9 @@ class BroadcastHandle:
         ``broadcast-runs`` stream (every start and end adds to it), so it costs the
         workers nothing; a worker's death is seen when its presence runs out."""
         storage = self.storage
-        key = storage.keys.broadcast_runs(self.queue)
         deadline = time.monotonic() + timeout
         while True:
-            with storage.guard():
-                after = tail_id(storage.client.xrevrange(key, "+", "-", count=1))
+            after = streams.last_run_id(storage, self.queue)
             runs, next_expiry = read_runs(storage, self.queue, self.id)
             if all(r.finished for r in runs):
                 return runs
@@ -97,8 +96,7 @@ class BroadcastHandle:
                 waiting = ", ".join(f"{r.worker} {r.state}" for r in runs if not r.finished)
                 raise ResultTimeout(f"broadcast {self.id} of {self.task}: still {waiting}")
             wait = left if next_expiry is None else min(left, max(next_expiry, 0.001))
-            with storage.guard():
-                storage.client.xread({key: after}, count=100, block=block_ms(wait))
+            streams.wait_for_runs(storage, self.queue, after, wait)
 
 
 def send_broadcast(call: TaskCall) -> BroadcastHandle:
@@ -121,10 +119,7 @@ def broadcast_handle(
 ) -> BroadcastHandle:
     """The handle of a broadcast sent earlier (e.g. by another process)."""
     storage = app_or_default(app).connections.get(connection)
-    with storage.guard():
-        rec = storage.client.hmget(
-            storage.keys.broadcast(queue, broadcast_id), ["task", "sent", "targets"]
-        )
+    rec = streams.broadcast_head(storage, queue, broadcast_id)
     if rec[1] is None:
         raise NotFound(f"no broadcast {broadcast_id} in queue {queue} (older than a day?)")
     targets = tuple(w for w in (rec[2] or "").split("\n") if w)
@@ -138,28 +133,10 @@ def read_runs(
 ) -> tuple[list[BroadcastRun], float | None]:
     """(each worker's run, seconds until the presence of a worker it still waits for runs
     out, or None), in one round trip."""
-    k = storage.keys
-    with storage.guard():
-        pipe = storage.client.pipeline(transaction=False)
-        pipe.hgetall(k.broadcast(queue, broadcast_id))
-        pipe.zrange(k.listeners(queue), 0, -1, withscores=True)
-        pipe.hgetall(k.listeners_joined(queue))
-        rec, listeners, joined, now = with_time(storage, pipe)
+    rec, presence, joined, now = streams.broadcast_state(storage, queue, broadcast_id)
     if not rec:
         raise NotFound(f"no broadcast {broadcast_id} in queue {queue} (older than a day?)")
-    return runs_of(rec, dict(listeners), joined, now)
-
-
-def with_time(storage: Storage, pipe: Any) -> list[Any]:
-    """The pipeline's replies, then Redis's clock (ms) read with them: in the same round
-    trip on one Redis, in one more on a Cluster (whose pipelines cannot send TIME)."""
-    if storage.is_cluster:
-        replies = pipe.execute()
-        sec, usec = storage.client.time()
-    else:
-        pipe.time()
-        *replies, (sec, usec) = pipe.execute()
-    return [*replies, int(sec) * 1000 + int(usec) // 1000]
+    return runs_of(rec, presence, joined, now)
 
 
 def runs_of(
@@ -225,29 +202,11 @@ def recent_broadcasts(
 ) -> list[dict[str, Any]]:
     """The last broadcasts of ``queues``, newest first, each with its runs (the console):
     two round trips."""
-    k = storage.keys
-    with storage.guard():
-        pipe = storage.client.pipeline(transaction=False)
-        for q in queues:
-            pipe.xrevrange(k.broadcasts(q), "+", "-", count=per_queue)
-        entries = pipe.execute()
-        found = [(q, dict(f)) for q, got in zip(queues, entries, strict=True) for _, f in got]
-        sent_to = sorted({q for q, _ in found})
-        pipe = storage.client.pipeline(transaction=False)
-        for q, f in found:
-            pipe.hgetall(k.broadcast(q, f.get("id", "")))
-        for q in sent_to:
-            pipe.zrange(k.listeners(q), 0, -1, withscores=True)
-            pipe.hgetall(k.listeners_joined(q))
-        *replies, now = with_time(storage, pipe)
-    records = replies[: len(found)]
-    where: dict[str, tuple[dict[str, float], dict[str, str]]] = {}
-    rest = replies[len(found) :]
-    for i, q in enumerate(sent_to):
-        where[q] = (dict(rest[2 * i]), rest[2 * i + 1])
+    sent, where, now = streams.recent_records(storage, queues, per_queue)
     out = []
-    for (q, f), rec in zip(found, records, strict=True):
-        runs = runs_of(rec, *where[q], now)[0] if rec else []
+    for q, f, rec in sent:
+        presence, joined = where[q] if rec else ({}, {})
+        runs = runs_of(rec, presence, joined, now)[0] if rec else []
         out.append({"queue": q, "id": f.get("id", ""), "task": f.get("task", ""),
                     "sent": int(f.get("sent", 0)), "runs": runs, "kept": bool(rec)})  # fmt: skip
     out.sort(key=lambda b: b["sent"], reverse=True)
@@ -276,19 +235,3 @@ def record_run(
     keys = [k.broadcast(queue, broadcast_id), k.broadcast_runs(queue)]
     args = [broadcast_id, worker, state, error[:2000], result[:65536], RUNS_MAXLEN]
     return bool(storage.call("broadcast_run", keys, args))
-
-
-def read_broadcasts(
-    storage: Storage, positions: dict[str, str], count: int, block: float | None
-) -> list[tuple[str, str, dict[str, str]]]:
-    """(queue, entry id, fields) of the broadcasts after each queue's position, in order
-    per queue; waits up to ``block`` seconds for one. The queues must share a slot on a
-    Cluster (one queue per call there)."""
-    k = storage.keys
-    streams = {k.broadcasts(q): pos for q, pos in positions.items()}
-    by_key = {k.broadcasts(q): q for q in positions}
-    with storage.guard():
-        reply = storage.client.xread(
-            streams, count=count, block=None if block is None else block_ms(block)
-        )
-    return [(by_key[str(key)], str(i), dict(f)) for key, entries in reply or [] for i, f in entries]

@@ -27,14 +27,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from redis.client import NEVER_DECODE
-from redis.exceptions import ResponseError
-
 from ztq.core.client.calls import encode_json
 from ztq.core.client.current import app_or_default
+from ztq.core.engine.features import channel_streams as streams
 from ztq.core.engine.keys import check_channel
-from ztq.core.engine.storage import MAX_BLOCK, Storage
-from ztq.core.errors import ChannelFull, InvalidName, InvalidOption, NotFound
+from ztq.core.engine.storage import Storage
+from ztq.core.errors import ChannelFull, InvalidName, InvalidOption
 
 if TYPE_CHECKING:
     from ztq.core.client.app import App
@@ -139,14 +137,12 @@ class Channel:
         return app_or_default(self.app).connections.get(self.connection)
 
     def keys(self, storage: Storage | None = None) -> list[str]:
-        k = (storage or self.storage).keys
-        return [k.messages(self.name), k.channel_meta(self.name), k.channel_room(self.name)]
+        return streams.channel_keys(storage or self.storage, self.name)
 
     def _register(self, storage: Storage) -> None:
         """Add the name to the channel index (the console's list), once per object."""
         if not self._registered:
-            with storage.guard():
-                storage.client.sadd(storage.keys.channels, self.name)
+            streams.register_channel(storage, self.name)
             self._registered = True
 
     # -- publishing --------------------------------------------------------------------------
@@ -180,9 +176,7 @@ class Channel:
                     f"channel {self.name!r} holds {limit} messages not yet acknowledged by "
                     f"every subscriber; the slowest: {self._slowest(storage)}"
                 )
-            # an ack that trims pushes a token; a lost token only costs this bounded wait
-            with storage.guard():
-                storage.client.blpop([storage.keys.channel_room(self.name)], min(left, 1.0))
+            streams.wait_for_room(storage, self.name, min(left, 1.0))
 
     def _slowest(self, storage: Storage) -> str:
         subs = self.info(storage).subscribers
@@ -221,10 +215,7 @@ class Channel:
 
     def delete(self) -> None:
         """Remove the channel, its messages and its subscribers."""
-        storage = self.storage
-        with storage.guard():
-            storage.client.delete(*self.keys(storage))
-            storage.client.srem(storage.keys.channels, self.name)
+        streams.delete_channel(self.storage, self.name)
 
 
 class Subscriber:
@@ -255,21 +246,11 @@ class Subscriber:
         self._backlog = message_id
 
     def _read(self, after: str, count: int, block: float | None) -> list[Message]:
-        storage = self.channel.storage
-        args: list[Any] = ["XREADGROUP", "GROUP", self.name, self.consumer, "COUNT", int(count)]
-        if block is not None:
-            args += ["BLOCK", int(min(max(block, 0.001), MAX_BLOCK) * 1000)]
-        args += ["STREAMS", storage.keys.messages(self.channel.name), after]
-        try:
-            with storage.guard():
-                reply = storage.client.execute_command(*args, **{NEVER_DECODE: []})
-        except ResponseError as exc:
-            if str(exc).startswith("NOGROUP"):
-                raise NotFound(
-                    f"channel {self.channel.name!r} has no subscriber {self.name!r} (unsubscribed?)"
-                ) from None
-            raise
-        return [decode_message(i, f) for _, entries in reply or [] for i, f in entries]
+        channel = self.channel
+        entries = streams.read_group(
+            channel.storage, channel.name, self.name, self.consumer, after, count, block
+        )
+        return [decode_message(i, f) for i, f in entries]
 
     def ack(self, *messages: Message | str) -> int:
         """Acknowledge messages (or ids); returns how many were pending here. Messages every
@@ -285,52 +266,27 @@ class Subscriber:
     def claim(self, idle: float, count: int = 100) -> list[Message]:
         """Take over messages delivered to other consumers of this subscriber and not
         acknowledged for ``idle`` seconds (a reader that died for good), oldest first."""
-        storage = self.channel.storage
-        key = storage.keys.messages(self.channel.name)
-        with storage.guard():
-            reply = storage.client.execute_command(
-                "XAUTOCLAIM", key, self.name, self.consumer, int(idle * 1000), "0-0",
-                "COUNT", int(count), **{NEVER_DECODE: []},
-            )  # fmt: skip
-        entries = reply[1] if reply else []
-        return [decode_message(e[0], _pairs(e[1])) for e in entries if e]
+        channel = self.channel
+        entries = streams.claim_idle(
+            channel.storage, channel.name, self.name, self.consumer, int(idle * 1000), count
+        )
+        return [decode_message(i, f) for i, f in entries]
 
     def info(self) -> SubscriberInfo | None:
         return next((s for s in self.channel.info().subscribers if s.name == self.name), None)
 
 
-def _pairs(flat: Any) -> dict[bytes, bytes] | None:
-    if flat is None or isinstance(flat, dict):
-        return flat
-    return dict(zip(flat[::2], flat[1::2], strict=True))
-
-
 # -- read models: the console's channels page ----------------------------------------------
 def channel_names(storage: Storage) -> list[str]:
-    with storage.guard():
-        return sorted(storage.client.smembers(storage.keys.channels))
+    return streams.channel_names(storage)
 
 
 def channel_infos(storage: Storage, names: Sequence[str]) -> list[ChannelInfo]:
-    """Size, counters and subscribers of each channel, in one round trip (a pipeline)."""
-    k = storage.keys
-    with storage.guard():
-        pipe = storage.client.pipeline(transaction=False)
-        for name in names:
-            pipe.exists(k.messages(name))
-            pipe.xlen(k.messages(name))
-            pipe.hgetall(k.channel_meta(name))
-            pipe.memory_usage(k.messages(name), samples=0)
-            pipe.memory_usage(k.channel_meta(name), samples=0)
-        replies = pipe.execute()
-        groups_pipe = storage.client.pipeline(transaction=False)
-        live = [n for i, n in enumerate(names) if replies[i * 5]]
-        for name in live:
-            groups_pipe.xinfo_groups(k.messages(name))
-        groups = dict(zip(live, groups_pipe.execute(), strict=True))
+    """Size, counters and subscribers of each channel, in two round trips (pipelines)."""
     out = []
-    for i, name in enumerate(names):
-        _, held, meta, mem_stream, mem_meta = replies[i * 5 : i * 5 + 5]
+    for name, (held, meta, memory, groups) in zip(
+        names, streams.channel_stats(storage, names), strict=True
+    ):
         since = {f[4:]: float(v) / 1000 for f, v in meta.items() if f.startswith("sub:")}
         subs = tuple(
             SubscriberInfo(
@@ -341,13 +297,13 @@ def channel_infos(storage: Storage, names: Sequence[str]) -> list[ChannelInfo]:
                 last_delivered=str(g["last-delivered-id"]),
                 since=since.get(str(g["name"])),
             )
-            for g in groups.get(name, [])
+            for g in groups
         )
         out.append(
             ChannelInfo(
                 name=name,
-                held=int(held),
-                memory=int(mem_stream or 0) + int(mem_meta or 0),
+                held=held,
+                memory=memory,
                 cap=int(meta["cap"]) if "cap" in meta else None,
                 published=int(meta.get("published", 0)),
                 dropped=int(meta.get("dropped", 0)),

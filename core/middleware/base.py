@@ -48,6 +48,15 @@ class Outcome:
     traceback: str = ""
     retry_delay: float | None = None  # set when the task raised Retry (-1: its backoff)
     permanent: bool = False  # retrying cannot help: bad payload, unknown task, bad arguments
+    # what the task's code raised, with its traceback, for the failure hooks (Sentry, say);
+    # None for a failure that raised nothing here (a process slot's child died or was
+    # killed) and after a trip over a process slot's pipe, which carries the text only
+    exception: BaseException | None = field(default=None, repr=False, compare=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without the exception: one that cannot be rebuilt in the parent (an
+        ``__init__`` with other arguments) would break the pipe, not just the report."""
+        return {**self.__dict__, "exception": None}
 
     @property
     def error(self) -> str:
@@ -72,6 +81,9 @@ class Run:
     retry_in: float | None = None  # decided by the retry policy: seconds, None = no retry
     result_ttl: float | None = None  # seconds the finished record is kept (None: the worker's)
     carry: dict[str, str] = field(default_factory=dict)  # for a process slot's child (child_start)
+    # the task's arguments as decoded from its payload (empty when it could not be decoded)
+    args: list[Any] = field(default_factory=list)
+    kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 class Middleware:
@@ -193,9 +205,15 @@ class Chain:
         return None
 
     def notify(self, hook_name: str, *args: Any) -> None:
-        """Call every implementation of a notification hook, in order."""
+        """Call every implementation of a notification hook, in order (``_guarded``
+        inlined: three notifications a run, two hooks each, on the worker's hot path)."""
         for hook in self._by_hook[hook_name]:
-            self._guarded(hook, *args)
+            try:
+                hook(*args)
+            except ZtqError:
+                raise  # Redis unreachable: the run is not acknowledged and runs again
+            except Exception:
+                log.exception("middleware %s failed in %s", _name(hook), hook.__name__)
 
     @staticmethod
     def _guarded(hook: Callable[..., Any], *args: Any) -> Any:

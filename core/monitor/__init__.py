@@ -9,7 +9,8 @@ and groups), ``bulk`` (filter-wide redo and delete in batches), ``timings``, ``s
 (several Redis systems), ``workers`` (worker counts, pages and who serves a queue, from
 the contract in ``ztq.core.engine.workers``), ``overview`` (the dicts the pages and
 ``--json`` share) and ``fmt`` (the pure formatters of times, sizes and durations that the
-console's templates and the terminal both use).
+console's templates and the terminal both use). Every Redis command they need is a named
+read of ``ztq.core.engine.read_models``: no module here touches a client.
 
 May import: ``ztq.core.errors``, ``ztq.core.states``, ``ztq.core.settings``, the engine
 and ``ztq.core.client.calls``. Never the client's send path, the worker or the console.

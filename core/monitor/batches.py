@@ -24,10 +24,26 @@ def _ids_ok(batch_id: str) -> bool:
     return 0 < len(batch_id) <= 64 and all(c.isalnum() or c in "_.-" for c in batch_id)
 
 
+def _count(rec: dict[str, str], name: str) -> int | None:
+    value = rec.get(name, "")
+    return int(value) if value.isdigit() else None
+
+
 def summary(batch_id: str, rec: dict[str, str]) -> dict[str, Any]:
     """A batch record as the list shows it (no member read: ``open`` counts the members
-    that have not ended, running or not)."""
-    total, done, failed = int(rec["total"]), int(rec["done"]), int(rec["failed"])
+    that have not ended, running or not). A record another writer left without its counts,
+    or under an id in another format, is a row marked ``unreadable`` (the reason), so one
+    such entry never fails the whole list."""
+    counts = [_count(rec, n) for n in ("total", "done", "failed")]
+    created = rec.get("created", "0") or "0"
+    why = "" if _ids_ok(batch_id) else "batch id in another format"
+    if None in counts or not created.isdigit():
+        why = why or "record without its counts"
+    if why:
+        return {"id": batch_id, "description": rec.get("description", ""), "created_ms": 0,
+                "total": 0, "done": 0, "failed": 0, "open": 0, "state": "none", "parent": "",
+                "percent": 0, "unreadable": why}  # fmt: skip
+    total, done, failed = (int(c or 0) for c in counts)
     state = "success" if rec.get("success") else "complete" if rec.get("complete") else "open"
     return {
         "id": batch_id,
@@ -40,6 +56,7 @@ def summary(batch_id: str, rec: dict[str, str]) -> dict[str, Any]:
         "state": state,
         "parent": rec.get("parent", ""),
         "percent": 100 if total == 0 else round(100 * (done + failed) / total),
+        "unreadable": "",
     }
 
 

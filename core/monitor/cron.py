@@ -6,16 +6,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ztq.core.engine.read_models.queue_reads import cron_entries
 from ztq.core.engine.storage import Storage
 
 
 def cron_table(storage: Storage) -> list[dict[str, Any]]:
     """Cron entries as workers published them (``disabled`` added), soonest next run first."""
-    with storage.guard():
-        pipe = storage.client.pipeline(transaction=False)
-        pipe.hgetall(storage.keys.cron)
-        pipe.hkeys(storage.keys.cron_off)
-        raw, off = pipe.execute()
+    raw, off = cron_entries(storage)
     out = []
     for name, text in raw.items():
         try:

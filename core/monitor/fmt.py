@@ -17,6 +17,10 @@ from ztq.core.monitor import groups
 from ztq.core.monitor.timings import merged
 
 ELLIPSIS = "…"
+# characters of a task's stored arguments (its payload JSON: args, kwargs, options) a page
+# or ``ztq task`` shows; longer ones are cut there with their whole size said, and are had
+# whole from the task's download link or ``ztq task ID --full`` (issue 39, point 8)
+ARGS_SHOWN = 2_000
 MAX_MS = 253_402_300_799_999  # 9999-12-31 23:59:59.999 UTC, the last moment a datetime holds
 
 
@@ -158,7 +162,7 @@ def call(record: Any, limit: int = 160) -> str:
     if record is None:
         return ""
     if getattr(record, "payload_error", ""):
-        return _cut(record.payload_text.replace("\n", " "), limit)
+        return _cut(record.payload_text.replace("\n", " "), limit) + _in_all(record)
     out = [str(record.task).rsplit(".", 1)[-1], "("]
     budget = limit + 1 - len(out[0])
     for n, value in enumerate(record.args):
@@ -172,7 +176,32 @@ def call(record: Any, limit: int = 160) -> str:
         out.append(f"{', ' if n or record.args else ''}{key}=")
         budget = _literal(value, out, budget - len(out[-1]))
     out.append(")")
-    return _cut("".join(out).replace("\n", " "), limit)
+    return _cut("".join(out).replace("\n", " "), limit) + _in_all(record)
+
+
+def _in_all(record: Any) -> str:
+    """`` (5.2 MB in all)`` after a list's call of a task whose arguments are cut on its page."""
+    cut = args_cut(record)
+    return f" ({cut[1]} in all)" if cut else ""
+
+
+def args_cut(record: Any, limit: int = ARGS_SHOWN) -> tuple[str, str] | None:
+    """(the start of a task's stored arguments, their whole size: ``5.2 MB``) when they are
+    longer than ``limit`` characters; None when they are shown whole."""
+    text = str(getattr(record, "payload_text", "") or "")
+    if len(text) <= limit:
+        return None
+    return text[:limit], size(len(text.encode("utf-8", "surrogatepass")))
+
+
+def args_whole(record: Any) -> str:
+    """A task's arguments whole as one JSON object (``task``, ``args``, ``kwargs``,
+    ``options``); a payload that does not read as a task's, as it is stored."""
+    if getattr(record, "payload_error", ""):
+        return str(record.payload_text)
+    whole = {"task": record.task, "args": record.args, "kwargs": record.kwargs,
+             "options": record.options}  # fmt: skip
+    return json.dumps(whole, ensure_ascii=False, default=str)
 
 
 def error_type(record: Any) -> str:
@@ -285,3 +314,18 @@ def progress(value: Any) -> dict[str, Any]:
         percent = max(0.0, min(100.0, percent))
     text = "" if value is None else brief(value, 80)
     return {"percent": None if percent is None else round(percent), "text": text}
+
+
+def memory_summary(m: dict[str, Any]) -> str:
+    """Redis memory against maxmemory, the share finished records hold and what yielded
+    under maxmemory, from ``queues.redis_memory`` (docs/deploy.md, "Sizing Redis")."""
+    used, limit = m["used"], m["maxmemory"]
+    line = f"Redis memory: {size(used)}"
+    line += f" of {size(limit)} maxmemory ({used / limit:.0%})" if limit else " (no maxmemory)"
+    line += f", finished records ~{size(m['finished'])}"
+    if used:
+        line += f" ({m['finished'] / used:.0%})"
+    if m["oom_compact"] or m["oom_dropped"]:
+        line += (f"; under maxmemory {m['oom_compact']} ends kept compact, "
+                 f"{m['oom_dropped']} finished records dropped early")  # fmt: skip
+    return line

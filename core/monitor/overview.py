@@ -14,12 +14,13 @@ from typing import Any
 
 from ztq.core.client.calls import TASK_ID
 from ztq.core.engine.keys import QUEUE_NAME, SHARD_NAME, split_shard
+from ztq.core.engine.read_models.listing_reads import set_sizes
 from ztq.core.engine.record import TaskRecord
 from ztq.core.engine.storage import Storage
 from ztq.core.engine.workers import WorkerInfo, autoscale_of
 from ztq.core.monitor import queues as monitor
 from ztq.core.monitor import timings
-from ztq.core.monitor.groups import group_errors
+from ztq.core.monitor.groups import add_traces, counted_groups
 from ztq.core.monitor.workers import WorkerPage, fleet, list_workers, page_workers
 
 ARG_LIMIT = 160  # characters of arguments shown on list pages
@@ -59,6 +60,9 @@ def worker_view(info: WorkerInfo, records: dict[tuple[str, str], TaskRecord | No
         own = _num(_number(rec.get("started"))) if rec is not None else None
         if own and 0 < own <= now * 1000 + 60_000:  # the run's own start, as Redis wrote it
             started = own / 1000
+        until = now
+        if info.status == "lost":  # its runtime stops at its last report, not growing
+            until = min(now, info.reported) if info.reported else now
         threads.append(
             {
                 "thread": str(name),
@@ -66,7 +70,8 @@ def worker_view(info: WorkerInfo, records: dict[tuple[str, str], TaskRecord | No
                 "queue": str(cur.get("queue", "")),
                 "task": str(cur.get("task", "")),
                 "started": int(started * 1000) if started else None,
-                "runtime_ms": int((now - started) * 1000) if started else None,
+                "runtime_ms": max(0, int((until - started) * 1000)) if started else None,
+                "now": task_now(info, rec) if info.status == "lost" else None,
                 "progress": _progress(rec),
                 "comment": str(cur.get("comment") or (rec.get("comment") if rec else "") or ""),
             }
@@ -95,6 +100,25 @@ def worker_view(info: WorkerInfo, records: dict[tuple[str, str], TaskRecord | No
         "failed": d.get("failed") if isinstance(d.get("failed"), int) else None,
         "current": threads,
     }
+
+
+def task_now(info: WorkerInfo, rec: TaskRecord | None) -> dict[str, str]:
+    """What a lost worker's last task is now, read from its record (the heartbeat only says
+    what the worker ran when it last reported): ``state`` is ``leased`` (still this worker's
+    until its lease runs out), ``elsewhere`` (running again on ``worker``), ``queued``
+    (back to run), ``done``, ``error`` or ``gone`` (ended, its record expired or deleted);
+    ``worker``: who ended or runs it, when not this worker."""
+    if rec is None:
+        return {"state": "gone", "worker": ""}
+    state, by = rec.state.value, str(rec.get("worker") or rec.get("failed_worker") or "")
+    other = by if by and by != info.id else ""
+    if state == "running":
+        return {"state": "elsewhere" if other else "leased", "worker": other}
+    if state in ("queued", "delayed"):
+        return {"state": "queued", "worker": ""}
+    if state in ("done", "error"):
+        return {"state": state, "worker": other}
+    return {"state": "gone", "worker": ""}
 
 
 def worker_rows(storage: Storage, infos: list[WorkerInfo]) -> list[dict]:
@@ -134,7 +158,16 @@ def worker_page(
 def fleet_dict(storage: Storage, lost_after: float) -> dict[str, Any]:
     """Workers per status, live threads per queue and busy ones, total (see :func:`fleet`)."""
     f = fleet(storage, lost_after)
-    return {"counts": f.counts, "total": f.total, "threads": f.threads, "busy": f.busy}
+    return {"counts": f.counts, "total": f.total, "threads": f.threads, "busy": f.busy,
+            "paused_threads": f.paused}  # fmt: skip
+
+
+def _drain_ms(pending: int, rate: Any) -> int | None:
+    """The time a queue's rate limit implies for ``pending`` waiting tasks (ms): the first
+    ``burst`` start at once, the rest one per token; None without a limit or a wait."""
+    if rate is None or pending <= 0:
+        return None
+    return int(max(0, pending - rate.burst) / rate.per_second * 1000)
 
 
 def _valid_pair(queue: str, task_id: str) -> bool:
@@ -169,7 +202,14 @@ def task_dict(rec: TaskRecord, *, full: bool = False) -> dict[str, Any]:
     ):
         if meta.get(key) is not None:
             out[key] = meta[key]
-    for key in ("worker", "thread", "failed_worker", "error", "comment"):
+    for key in (
+        "key",
+        "worker",
+        "thread",
+        "failed_worker",
+        "error",
+        "comment",
+    ):  # key: a task's key
         if meta.get(key):
             out[key] = str(meta[key])
     if meta.get("progress") is not None:
@@ -225,7 +265,8 @@ def queues(
     queue is one row, its shards folded in (``shards``: their names); ``fold=False`` gives
     a row per name, shards as they are (a shard shows the threads of its queue)."""
     stats = monitor.folded_stats(storage, names) if fold else monitor.queue_stats(storage, names)
-    serving = fleet(storage, lost_after).threads
+    live = fleet(storage, lost_after)
+    serving = live.threads
     now = now_ms()
     out = []
     for s in stats:
@@ -234,11 +275,16 @@ def queues(
                 "name": s.name,
                 "ready": s.ready,
                 "pending": s.pending,
+                "keyed": s.keyed,  # of them, waiting in their keys' lists
                 "delayed": s.delayed,
                 "running": s.running,
                 "errors": s.errors,
                 "paused": s.paused,
                 "threads": serving.get(split_shard(s.name)[0], 0),
+                # of those, the threads of paused workers: they take no task
+                "paused_threads": live.paused.get(split_shard(s.name)[0], 0),
+                # how long the rate limit alone takes to start the tasks waiting now
+                "rate_drain_ms": _drain_ms(s.pending, s.limits.rate_limit),
                 "head_age_ms": now - s.head_enqueued if s.head_enqueued else None,
                 "first_error": s.first_error,
                 "last_error": s.last_error,
@@ -261,40 +307,41 @@ def queues(
 
 
 # -- the console's first page (docs/console.md, "Overview") ---------------------------------
-OVERVIEW_WINDOW = 100  # newest errors the overview groups (a bounded read, as /errors/groups)
+OVERVIEW_GROUPS = 5  # the biggest error groups the overview lists (exact: the counters)
+SHARE_MINUTES = 15  # the overview's failed share: runs of the last 15 minutes (the page says)
 
 
 def nav_counts(storage: Storage, names: Sequence[str], lost_after: float) -> dict[str, int]:
     """What the navigation shows next to its links: tasks in error and running (ZCARD per
     queue, one round trip) and lost workers (:func:`fleet`, 2 round trips)."""
     k = storage.keys
-    with storage.guard():
-        pipe = storage.client.pipeline(transaction=False)
-        for q in names:
-            pipe.zcard(k.errors(q))
-            pipe.zcard(k.running(q))
-        replies = pipe.execute() if names else []
+    replies = set_sizes(storage, [key for q in names for key in (k.errors(q), k.running(q))])
     lost = fleet(storage, lost_after).counts.get("lost", 0)
     return {"errors": sum(replies[0::2]), "running": sum(replies[1::2]), "workers": lost}
 
 
 def incident(storage: Storage, names: Sequence[str], lost_after: float) -> dict[str, Any]:
-    """The overview: queues with the failing ones first (errors, failed share of the last
-    hour's runs, oldest wait, live threads), the biggest error groups among the newest
-    :data:`OVERVIEW_WINDOW` errors, and the lost workers (bounded reads only)."""
+    """The overview: queues with the failing ones first (errors, failed share of the runs of
+    the last :data:`SHARE_MINUTES` minutes, oldest wait, live threads), the
+    :data:`OVERVIEW_GROUPS` biggest error groups of every error (the exact counters:
+    O(groups)), and the lost workers."""
     rows = queues(storage, names, lost_after)
     for q in rows:
-        runs = q["done_hour"] + q["failed_hour"]
-        q["error_rate"] = q["failed_hour"] / runs if runs else None
+        recent = q["throughput"][-SHARE_MINUTES:]  # so that the share falls after a fix
+        q["done_recent"] = sum(d for _, d, _ in recent)
+        q["failed_recent"] = sum(f for _, _, f in recent)
+        runs = q["done_recent"] + q["failed_recent"]
+        q["error_rate"] = q["failed_recent"] / runs if runs else None
         q["failing"] = bool(q["errors"] or q["failed_hour"])
     rows.sort(key=lambda q: (not q["failing"], -q["errors"], -(q["error_rate"] or 0), q["name"]))
-    page = monitor.score_page(storage, "errors", names, None, OVERVIEW_WINDOW)
+    groups = counted_groups(storage, names)
+    add_traces(storage, groups[:OVERVIEW_GROUPS])
     lost, _ = worker_page(storage, lost_after, status="lost", limit=10)
     return {
         "queues": rows,
-        "groups": group_errors(page.rows)[:5],
-        "scanned": len(page.rows),
-        "errors": page.total or 0,
+        "groups": groups[:OVERVIEW_GROUPS],
+        "group_count": len(groups),
+        "errors": sum(q["errors"] for q in rows),
         "lost": lost,
         "fleet": fleet_dict(storage, lost_after),
     }

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ztq.core.engine.read_models import listing_reads, task_reads
 from ztq.core.engine.record import TaskRecord
 from ztq.core.engine.storage import Storage
 
@@ -74,11 +75,7 @@ def fetch_records(storage: Storage, pairs: Sequence[tuple[str, str]]) -> list[Ta
         by_queue.setdefault(q, []).append(i)
     if not by_queue:
         return []
-    with storage.guard():
-        pipe = storage.client.pipeline(transaction=False)
-        for q, ids in by_queue.items():
-            pipe.hmget(storage.keys.tasks(q), ids)
-        replies = pipe.execute()
+    replies = task_reads.records_by_queue(storage, by_queue)
     found: dict[tuple[str, str], TaskRecord | None] = {}
     for (q, ids), raws in zip(by_queue.items(), replies, strict=True):
         for i, raw in zip(ids, raws, strict=True):
@@ -121,19 +118,8 @@ def _zset_items(
         queues = [q for q in queues if q not in finished]
         want = chunk + extra[0]
         extra[0] = 0
-        with storage.guard():
-            pipe = storage.client.pipeline(transaction=False)
-            for q in queues:
-                score, seen = last[q]
-                if reverse:
-                    top = "+inf" if score is None else score
-                    pipe.zrevrangebyscore(
-                        keys[q], top, "-inf", start=seen, num=want, withscores=True
-                    )
-                else:
-                    low = "-inf" if score is None else score
-                    pipe.zrangebyscore(keys[q], low, "+inf", start=seen, num=want, withscores=True)
-            replies = pipe.execute() if queues else []
+        windows = [(keys[q], last[q][0], last[q][1]) for q in queues]
+        replies = listing_reads.score_windows(storage, windows, want, reverse=reverse)
         for q, reply in zip(queues, replies, strict=True):
             if len(reply) < want:
                 finished.add(q)
@@ -208,21 +194,14 @@ def score_page(
     budget = limit if match is None else max(budget, limit)
     items = _zset_items(storage, keys, ZCursor.parse(cursor), reverse, batch + 1)
     page = _collect(storage, items, limit, match, budget, batch)
-    with storage.guard():
-        pipe = storage.client.pipeline(transaction=False)
-        for key in keys.values():
-            pipe.zcard(key)
-        page.total = sum(int(n) for n in pipe.execute())
+    page.total = sum(listing_reads.set_sizes(storage, list(keys.values())))
     return page
 
 
 def running_tasks(storage: Storage, queues: Sequence[str], limit: int = 500) -> list[Row]:
     """Leased tasks of each queue (at most ``limit`` per queue), soonest lease end first."""
-    with storage.guard():
-        pipe = storage.client.pipeline(transaction=False)
-        for q in queues:
-            pipe.zrange(storage.keys.running(q), 0, clamp(limit) - 1, withscores=True)
-        replies = pipe.execute()
+    keys = [storage.keys.running(q) for q in queues]
+    replies = listing_reads.first_members(storage, keys, clamp(limit))
     items = [(q, i, int(s)) for q, reply in zip(queues, replies, strict=True) for i, s in reply]
     recs = fetch_records(storage, [(q, i) for q, i, _ in items])
     rows = [Row(q, i, rec, score=s) for (q, i, s), rec in zip(items, recs, strict=True)]
@@ -232,7 +211,6 @@ def running_tasks(storage: Storage, queues: Sequence[str], limit: int = 500) -> 
 
 def oldest_errors(storage: Storage, queue: str, offset: int, count: int) -> list[Row]:
     """A window of one queue's errors, oldest first (bulk actions walk it with an offset)."""
-    with storage.guard():
-        ids = storage.client.zrange(storage.keys.errors(queue), offset, offset + count - 1)
+    ids = listing_reads.error_ids(storage, queue, offset, count)
     recs = fetch_records(storage, [(queue, i) for i in ids])
     return [Row(queue, i, rec) for i, rec in zip(ids, recs, strict=True)]

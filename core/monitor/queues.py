@@ -12,9 +12,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ztq.core.engine.keys import split_shard
 from ztq.core.engine.queue_limits import QueueLimits
+from ztq.core.engine.read_models import queue_reads as reads
+from ztq.core.engine.read_models.task_reads import list_lengths, list_windows, records_and_marks
 from ztq.core.engine.record import TaskRecord
 from ztq.core.engine.storage import EnqueueEntry, Storage
 from ztq.core.monitor import timings
@@ -55,6 +58,7 @@ __all__ = [
     "oldest_errors",
     "pending_page",
     "pressure_totals",
+    "redis_memory",
     "queue_exists",
     "queue_stats",
     "run_first",
@@ -81,10 +85,11 @@ class QueueStats:
     overflow: int = 0  # tasks in the overflow buffer (``when_full = buffer``)
     limits: QueueLimits = field(default_factory=QueueLimits)  # max_running, max_pending, ...
     rate_held: int = 0  # ready tasks the rate limit holds back now (no token for them)
+    keyed: int = 0  # ready tasks waiting in their keys' lists (docs/queue-controls.md)
 
     @property
     def pending(self) -> int:
-        return sum(self.ready.values())
+        return sum(self.ready.values()) + self.keyed
 
     @property
     def full(self) -> bool:
@@ -117,6 +122,7 @@ def fold(name: str, parts: Sequence[QueueStats]) -> QueueStats:
         pick((s.head_enqueued for s in parts), min), pick((s.first_error for s in parts), min),
         pick((s.last_error for s in parts), max), chart, window, [s.name for s in parts],
         sum(s.overflow for s in parts), rate_held=sum(s.rate_held for s in parts),
+        keyed=sum(s.keyed for s in parts),
     )  # fmt: skip
 
 
@@ -135,8 +141,7 @@ def folded_stats(
 
 # -- queues ----------------------------------------------------------------------------------
 def queue_exists(storage: Storage, queue: str) -> bool:
-    with storage.guard():
-        return bool(storage.client.sismember(storage.keys.queues, queue))
+    return reads.queue_known(storage, queue)
 
 
 def queue_stats(
@@ -145,52 +150,30 @@ def queue_stats(
     """Counts, head age, error times, per-minute throughput and the waiting and run times of
     the last ``minutes`` of each queue (2 round trips)."""
     names = list(storage.queues() if queues is None else queues)
-    k = storage.keys
     this_minute = int((now or time.time()) // 60)
     span = list(range(this_minute - minutes + 1, this_minute + 1))
-    with storage.guard():
-        pipe = storage.client.pipeline(transaction=False)
-        for q in names:
-            for p in PRIORITIES:
-                pipe.llen(k.ready(q, p))
-                pipe.lindex(k.ready(q, p), 0)
-            pipe.hmget(k.tasks(q), LEFTOVER_COUNTS)
-            pipe.zcard(k.delayed(q))
-            pipe.zcard(k.running(q))
-            pipe.zcard(k.errors(q))
-            pipe.exists(k.paused(q))
-            pipe.zrange(k.errors(q), 0, 0, withscores=True)
-            pipe.zrange(k.errors(q), -1, -1, withscores=True)
-            pipe.llen(k.overflow(q))
-            pipe.hgetall(k.config(q))
-            pipe.hgetall(k.rate(q))
-            for minute in span:
-                pipe.hgetall(k.stats(q, minute))
-        replies = iter(pipe.execute())
     out: list[QueueStats] = []
     heads: list[tuple[str, str]] = []
-    for q in names:
-        ready: dict[str, int] = {}
-        for p in PRIORITIES:
-            ready[str(p)] = int(next(replies))
-            head = next(replies)
-            if head is not None:  # a leftover at the head: its record says so (below)
-                heads.append((q, entry_id(head)))
-        left = dict(zip(LISTS, (int(n or 0) for n in next(replies)), strict=True))
+    counted = [*LEFTOVER_COUNTS, "#keyed"]  # and the tasks waiting in keyed lists
+    for q, r in zip(names, reads.queue_reads(storage, names, counted, span), strict=True):
+        ready = {str(p): n for p, n in zip(PRIORITIES, r.ready, strict=True)}
+        # a leftover at the head: its record says so (below)
+        heads += [(q, entry_id(head)) for head in r.heads if head is not None]
+        left = dict(zip(LISTS, (int(n or 0) for n in r.leftovers[:-1]), strict=True))
         ready = {p: n - left[p] for p, n in ready.items()}
-        delayed, running, errors, paused = (int(next(replies)) for _ in range(4))
-        first, last = next(replies), next(replies)
-        overflow = int(next(replies)) - left["overflow"]
-        limits = QueueLimits.from_hash(next(replies))
-        rate_state = {str(f): str(v) for f, v in (next(replies) or {}).items()}
+        first, last = r.first_error, r.last_error
+        overflow = r.overflow - left["overflow"]
+        limits = QueueLimits.from_hash(r.config)
+        rate_state = {str(f): str(v) for f, v in r.rate.items()}
         chart, window = [], timings.Slot(0)
-        for minute in span:
-            slot = timings.parse(minute * 60, next(replies))
+        for minute, raw in zip(span, r.minutes, strict=True):
+            slot = timings.parse(minute * 60, raw)
             chart.append((minute, slot.done, slot.failed))
             window.add(slot)
         errs = (int(first[0][1]) if first else None, int(last[0][1]) if last else None)
-        out.append(QueueStats(q, ready, delayed, running, errors, bool(paused), None, *errs,
-                              chart, window, [], overflow, limits))  # fmt: skip
+        out.append(QueueStats(q, ready, r.delayed, r.running, r.errors, bool(r.paused), None,
+                              *errs, chart, window, [], overflow, limits,
+                              keyed=int(r.leftovers[-1] or 0)))  # fmt: skip
         if limits.rate_limit is not None or limits.task_rates:
             now_ms = redis_now(storage)
             out[-1].rate_held = limits.rate_held(sum(ready.values()), rate_state, now_ms)
@@ -205,22 +188,45 @@ def queue_stats(
 
 def redis_now(storage: Storage) -> int:
     """Redis's clock (ms): what a rate limit's tokens are counted on."""
-    with storage.guard():
-        secs, micros = storage.client.time()
-    return int(secs) * 1000 + int(micros) // 1000
+    return reads.redis_time_ms(storage)
 
 
-def pressure_totals(storage: Storage, queues: Sequence[str]) -> dict[str, tuple[int, int, int]]:
-    """Per queue, since it began: enqueue attempts refused by a full queue (a blocked
-    producer counts each try), tasks that went to its overflow buffer, and fetches its rate
-    limit held back (1 round trip)."""
-    with storage.guard():
-        pipe = storage.client.pipeline(transaction=False)
-        for q in queues:
-            pipe.hmget(storage.keys.totals(q), "refused", "overflowed", "throttled")
-        replies = pipe.execute()
-    return {q: (int(r[0] or 0), int(r[1] or 0), int(r[2] or 0))
-            for q, r in zip(queues, replies, strict=True)}  # fmt: skip
+PRESSURE = ("refused", "overflowed", "throttled", "oom_compact", "oom_dropped")
+
+
+def pressure_totals(storage: Storage, queues: Sequence[str]) -> dict[str, tuple[int, ...]]:
+    """Per queue, since it began, the counts of :data:`PRESSURE`: enqueue attempts refused
+    by a full queue (a blocked producer counts each try), tasks that went to its overflow
+    buffer, fetches its rate limit held back, and under a full Redis the ends kept compact
+    and the finished records dropped early (docs/design.md, "A full Redis"). 1 round trip."""
+    replies = reads.total_counts(storage, queues, PRESSURE)
+    return {q: tuple(int(x or 0) for x in r) for q, r in zip(queues, replies, strict=True)}
+
+
+MEMORY_WARN = 0.8  # share of maxmemory from which `ztq info` and the console warn
+
+
+def redis_memory(storage: Storage, queues: Sequence[str]) -> dict[str, Any]:
+    """Redis's memory against its limit (docs/deploy.md, "Sizing Redis"): ``used`` and
+    ``maxmemory`` bytes (0: no limit), ``finished``: about the bytes finished records hold
+    (per queue, its kept records x the average record of its tasks hash by ``MEMORY
+    USAGE``'s sampling, plus the ``done`` index), what yielded under maxmemory since each
+    queue began (``oom_compact``, ``oom_dropped``: docs/design.md, "A full Redis"), and
+    ``warning``: a sentence from 80% of maxmemory, else ''. 2 round trips."""
+    info, replies = reads.memory_reads(storage, queues)
+    used, limit = int(info["used_memory"]), int(info.get("maxmemory", 0))
+    finished = compact = dropped = 0
+    for i in range(0, len(replies), 5):
+        kept, records, size, index, (c, d) = replies[i : i + 5]
+        finished += int(kept * (size or 0) / records) + (index or 0) if records else 0
+        compact, dropped = compact + int(c or 0), dropped + int(d or 0)
+    warning = ""
+    if limit and used >= MEMORY_WARN * limit:
+        warning = (f"Redis uses {used / limit:.0%} of its maxmemory, finished records about "
+                   f"{finished / used:.0%} of it: shorten result_ttl or raise maxmemory "
+                   "(docs/deploy.md, Sizing Redis)")  # fmt: skip
+    return {"used": used, "maxmemory": limit, "finished": finished,
+            "oom_compact": compact, "oom_dropped": dropped, "warning": warning}  # fmt: skip
 
 
 # The lists a queue's waiting tasks are in, in run order, and the fields of its tasks hash
@@ -250,13 +256,7 @@ def pending_page(
     k = storage.keys
     limit, offset = clamp(limit), max(0, int(offset))
     keys = [k.ready(queue, p) for p in PRIORITIES] + [k.overflow(queue)]
-    with storage.guard():
-        pipe = storage.client.pipeline(transaction=False)
-        for key in keys:
-            pipe.llen(key)
-        pipe.hmget(k.tasks(queue), LEFTOVER_COUNTS)
-        *lengths, left = pipe.execute()
-    counts = [int(n) for n in lengths]
+    counts, left = list_lengths(storage, keys, queue, LEFTOVER_COUNTS)
     marked = {name for name, n in zip(LISTS, left, strict=True) if int(n or 0) > 0}
     rows: list[Row] = []
     position, scanned = offset, 0
@@ -275,21 +275,20 @@ def _entries(
 ) -> list[tuple[str, int, str]]:
     """(list, position, entry) of ``want`` entries from ``start``, across the lists in order."""
     plan: list[tuple[str, int]] = []
+    ranges: list[tuple[str, int, int]] = []
     first = start
-    with storage.guard():
-        pipe = storage.client.pipeline(transaction=False)
-        for name, key, n in zip(LISTS, keys, counts, strict=True):
-            if want <= 0:
-                break
-            if start >= n:
-                start -= n
-                continue
-            take = min(want, n - start)
-            pipe.lrange(key, start, start + take - 1)
-            plan.append((name, take))
-            want -= take
-            start = 0
-        windows = pipe.execute() if plan else []
+    for name, key, n in zip(LISTS, keys, counts, strict=True):
+        if want <= 0:
+            break
+        if start >= n:
+            start -= n
+            continue
+        take = min(want, n - start)
+        ranges.append((key, start, start + take - 1))
+        plan.append((name, take))
+        want -= take
+        start = 0
+    windows = list_windows(storage, ranges)
     out: list[tuple[str, int, str]] = []
     for (name, _), entries in zip(plan, windows, strict=True):
         out += [(name, first + len(out) + n, entry) for n, entry in enumerate(entries)]
@@ -305,11 +304,7 @@ def _live(
         return []
     ids = [entry_id(entry) for _, _, entry in window]
     marks = [f"#{name}:{entry}" for name, _, entry in window]
-    with storage.guard():
-        pipe = storage.client.pipeline(transaction=False)
-        pipe.hmget(storage.keys.tasks(queue), ids)
-        pipe.hmget(storage.keys.tasks(queue), marks if marked else ["#"])
-        raws, flags = pipe.execute()
+    raws, flags = records_and_marks(storage, queue, ids, marks if marked else ["#"])
     rows = []
     for n, ((name, pos, entry), i, raw) in enumerate(zip(window, ids, raws, strict=True)):
         if raw is None or (marked and flags[n] is not None):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 
+from ztq.core.engine.read_models.task_reads import scan_records
 from ztq.core.engine.record import TaskRecord
 from ztq.core.engine.storage import Storage
 from ztq.core.monitor.pages import Match, Page, Row, ZCursor, fetch_records
@@ -75,8 +76,7 @@ def search(
     may_match = getattr(match, "may_match", None)  # rules records out before parsing them
     while qi < len(queues) and scanned < budget and matched < limit:
         q = queues[qi]
-        with storage.guard():
-            hc, batch = storage.client.hscan(storage.keys.tasks(q), hc, count=100)
+        hc, batch = scan_records(storage, q, hc)
         for i, raw in batch.items():
             if i.startswith("#"):  # the ready lists' leftover marks (pending_page)
                 continue

@@ -12,10 +12,14 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ztq.core.engine.read_models import listing_reads
 from ztq.core.engine.storage import Storage
 from ztq.core.monitor.pages import Page, clamp, merge_windows
 
 AUDIT_MAXLEN = 10_000
+# the fields every entry of a stream has as ztq writes it: an entry without them (another
+# writer's, an older ztq's) is shown as unreadable (``_unreadable``), the rest as usual
+REQUIRED = {"history": ("id", "status"), "events": ("kind",), "audit": ("user", "action")}
 _SCURSOR = re.compile(r"^(\d{1,16}-\d{1,16})(?::([A-Za-z0-9_.\-]{1,64}))?$")
 
 
@@ -54,11 +58,8 @@ def _stream_items(
 
     def refill(queues: list[str]) -> None:
         queues = [q for q in queues if q not in finished]
-        with storage.guard():
-            pipe = storage.client.pipeline(transaction=False)
-            for q in queues:
-                pipe.xrevrange(keys[q], max=top[q], min="-", count=chunk)
-            replies = pipe.execute() if queues else []
+        windows = [(keys[q], top[q]) for q in queues]
+        replies = listing_reads.stream_windows(storage, windows, chunk)
         for q, reply in zip(queues, replies, strict=True):
             if len(reply) < chunk:
                 finished.add(q)
@@ -102,7 +103,10 @@ def stream_page(
     for q, entry_id, fields, after in items:
         scanned += 1
         if match is None or match(fields):
-            rows.append({**fields, "_queue": q, "_id": entry_id, "_at": _sid(entry_id)[0]})
+            row = {**fields, "_queue": q, "_id": entry_id, "_at": _sid(entry_id)[0]}
+            missing = [f for f in REQUIRED[which] if not fields.get(f)]
+            row["_unreadable"] = f"no {', '.join(missing)}" if missing else ""
+            rows.append(row)
         full, spent = len(rows) >= limit, scanned >= budget
         if full or spent:
             more = next(items, None) is not None
@@ -135,5 +139,4 @@ def write_audit(
     }
     if system:
         entry["system"] = system
-    with storage.guard():
-        storage.client.xadd(storage.keys.audit, entry, maxlen=AUDIT_MAXLEN, approximate=True)
+    listing_reads.append_audit(storage, entry, AUDIT_MAXLEN)

@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ztq.core.engine.read_models.queue_reads import stat_hashes
 from ztq.core.engine.storage import Storage
 
 BUCKETS = 49  # 0: <= 1 ms ... 47: <= 2**23.5 ms (3.3 h); 48: the rest
@@ -142,12 +143,7 @@ def day_slots(
     shards = [queue] if isinstance(queue, str) else list(queue)
     this = int((now or time.time()) // 300)
     starts = list(range(this - hours * 12 + 1, this + 1))
-    with storage.guard():
-        pipe = storage.client.pipeline(transaction=False)
-        for n in starts:
-            for q in shards:
-                pipe.hgetall(storage.keys.stats5(q, n))
-        raws = iter(pipe.execute())
+    raws = iter(stat_hashes(storage, [storage.keys.stats5(q, n) for n in starts for q in shards]))
     out = []
     for n in starts:
         slot = Slot(n * 300)
@@ -162,12 +158,8 @@ def totals(storage: Storage, queues: Iterable[str]) -> dict[str, Slot]:
     sharded queue added up under its name."""
     known = storage.queues()
     groups = {q: storage.shards_of(q, known) for q in queues}
-    with storage.guard():
-        pipe = storage.client.pipeline(transaction=False)
-        for shards in groups.values():
-            for q in shards:
-                pipe.hgetall(storage.keys.totals(q))
-        raws = iter(pipe.execute())
+    keys = [storage.keys.totals(q) for shards in groups.values() for q in shards]
+    raws = iter(stat_hashes(storage, keys))
     out: dict[str, Slot] = {}
     for q, shards in groups.items():
         out[q] = Slot(0)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from ztq.core.engine.read_models import fleet_reads as reads
 from ztq.core.engine.storage import Storage
 from ztq.core.engine.workers import (
     BAND,
@@ -32,12 +33,7 @@ SHOWN = ("running", "paused", "stopping", "stopped", "lost", "other")  # what pa
 def list_workers(storage: Storage, lost_after: float = DEFAULT_LOST_AFTER) -> list[WorkerInfo]:
     """Every known worker, by id, from every heartbeat: for a few workers (the ``ztq``
     commands); the console counts with :func:`fleet` and pages with :func:`page_workers`."""
-    k = storage.keys
-    with storage.guard():
-        pipe = storage.client.pipeline(transaction=False)
-        pipe.hgetall(k.workers)
-        pipe.zrange(k.seen, 0, -1, withscores=True)
-        beats, seen = pipe.execute()
+    beats, seen = reads.heartbeats_and_seen(storage)
     reported = {wid: score / 1000.0 for wid, score in seen}
     now = time.time()
     return [
@@ -59,6 +55,7 @@ class Fleet:
     counts: dict[str, int]  # only the statuses some worker has
     threads: dict[str, int]
     busy: int
+    paused: dict[str, int] = field(default_factory=dict)  # of ``threads``: paused workers'
 
     @property
     def total(self) -> int:
@@ -72,15 +69,7 @@ class _Unsummarized:
 
     def __init__(self, storage: Storage, lost_after: float, now: float) -> None:
         self.storage, self.lost_after, self.now = storage, lost_after, now
-        k = storage.keys
-        with storage.guard():
-            pipe = storage.client.pipeline(transaction=False)
-            pipe.zrange(k.seen, 0, -1, withscores=True)
-            pipe.zrange(k.worker_names, 0, -1)
-            seen, named = pipe.execute()
-            known = set(named)
-            old = [(wid, score) for wid, score in seen if wid not in known]
-            beats = storage.client.hmget(k.workers, [wid for wid, _ in old]) if old else []
+        seen, old, beats = reads.unsummarized(storage)
         self.ids = sorted(wid for wid, _ in seen)  # every worker, in name order
         # a name that is not UTF-8 comes back with U+FFFD and finds no heartbeat: shown as
         # unreadable, as list_workers shows it
@@ -103,32 +92,22 @@ def fleet(storage: Storage, lost_after: float = DEFAULT_LOST_AFTER, now: float =
     workers, whose threads do not count (2 round trips)."""
     now = now or time.time()
     cut = (now - lost_after) * 1000
-    k = storage.keys
-    with storage.guard():
-        pipe = storage.client.pipeline(transaction=False)
-        for band in range(len(STATUSES) - 1):
-            lo, split = band * BAND, band * BAND + cut
-            pipe.zcount(k.worker_states, lo, f"({split}")
-            pipe.zrangebyscore(k.worker_states, lo, f"({split}", start=0, num=LOST_READ)
-            pipe.zcount(k.worker_states, split, f"({lo + BAND}")
-        pipe.zcount(k.worker_states, BAND * 4, f"({BAND * 5}")
-        pipe.hgetall(k.worker_totals)
-        pipe.zcard(k.seen)
-        pipe.zcard(k.worker_names)
-        *bands, stopped, totals, n_seen, n_named = pipe.execute()
-        lost_ids = [wid for i in range(1, len(bands), 3) for wid in bands[i]]
-        lost = storage.client.hmget(k.worker_summaries, lost_ids) if lost_ids else []
-    counts = {"lost": sum(bands[0::3]), "stopped": stopped}
-    for band, live in enumerate(bands[2::3]):
+    r = reads.fleet_reads(storage, cut, LOST_READ)
+    totals, lost = r.totals, r.lost_summaries
+    counts = {"lost": sum(n for n, _, _ in r.bands), "stopped": r.stopped}
+    for band, (_, _, live) in enumerate(r.bands):
         counts[STATUSES[band]] = live
     threads = {f[2:]: int(n) for f, n in totals.items() if f.startswith("t:")}
+    paused = {f[2:]: int(n) for f, n in totals.items() if f.startswith("p:")}  # heartbeat.lua
     busy = int(totals.get("busy", 0))
     for summary in lost:
-        _, gone_busy, gone_threads = parse_summary(summary)
+        status, gone_busy, gone_threads = parse_summary(summary)
         busy -= gone_busy
         for q, n in gone_threads.items():
             threads[q] = threads.get(q, 0) - n
-    if n_seen != n_named:
+            if status == "paused":
+                paused[q] = paused.get(q, 0) - n
+    if r.n_seen != r.n_named:
         for info in _Unsummarized(storage, lost_after, now).infos.values():
             status = count_key(info.status)
             counts[status] += 1
@@ -137,11 +116,24 @@ def fleet(storage: Storage, lost_after: float = DEFAULT_LOST_AFTER, now: float =
                 busy += more_busy
                 for q, n in more.items():
                     threads[q] = threads.get(q, 0) + n
+                    if status == "paused":
+                        paused[q] = paused.get(q, 0) + n
     return Fleet(
         {s: n for s, n in counts.items() if n > 0},
         {q: n for q, n in sorted(threads.items()) if n > 0},
         max(0, busy),
+        {q: min(n, threads.get(q, 0)) for q, n in sorted(paused.items()) if n > 0},
     )
+
+
+def forget_queue(storage: Storage, queue: str, lost_after: float = DEFAULT_LOST_AFTER) -> str:
+    """Forget a queue that holds nothing and no live worker serves (a lost worker's threads
+    do not count, as everywhere): "" when it is gone, else why not, in one line (see
+    ``Storage.forget_idle_queue``)."""
+    served = fleet(storage, lost_after).threads.get(queue, 0)
+    if served:
+        return f"{served} live worker thread(s) serve {queue} (see ztq workers)"
+    return storage.forget_idle_queue(queue)
 
 
 SERVING_READ = 25  # live workers of each status whose summaries `serving` reads
@@ -170,17 +162,7 @@ def serving(
     :func:`fleet` reads them."""
     now = now or time.time()
     cut = (now - lost_after) * 1000
-    k = storage.keys
-    with storage.guard():
-        pipe = storage.client.pipeline(transaction=False)
-        for band in range(len(STATUSES) - 1):  # the live ones of every status but stopped
-            top, live = f"({(band + 1) * BAND}", band * BAND + cut
-            pipe.zrevrangebyscore(k.worker_states, top, live, start=0, num=per_status)
-        pipe.zcard(k.seen)
-        pipe.zcard(k.worker_names)
-        *bands, n_seen, n_named = pipe.execute()
-        ids = sorted({wid for band in bands for wid in band})
-        summaries = storage.client.hmget(k.worker_summaries, ids) if ids else []
+    bands, n_seen, n_named, ids, summaries = reads.serving_reads(storage, cut, per_status)
     out: dict[str, list[tuple[str, int]]] = {}
     for wid, summary in zip(ids, summaries, strict=True):
         for queue, n in parse_summary(summary)[2].items():
@@ -228,12 +210,7 @@ def page_workers(
     :func:`count_key` names it) only those, looking at ``budget`` workers at most by their
     ``workers:state`` scores. Reads the heartbeats of the page only."""
     now = now or time.time()
-    k, client = storage.keys, storage.client
-    with storage.guard():
-        pipe = client.pipeline(transaction=False)
-        pipe.zcard(k.seen)
-        pipe.zcard(k.worker_names)
-        n_seen, n_named = pipe.execute()
+    n_seen, n_named = reads.worker_counts(storage)
     old = _Unsummarized(storage, lost_after, now) if n_seen != n_named else None
     total = len(old.ids) if old else n_named
 
@@ -243,8 +220,7 @@ def page_workers(
     def window(rank: int, n: int) -> list[str]:
         if old:
             return old.ids[rank : rank + n]
-        with storage.guard():
-            return list(client.zrange(k.worker_names, rank, rank + n - 1))
+        return reads.worker_names(storage, rank, n)
 
     if not status:
         ids = window(start, limit)
@@ -264,8 +240,7 @@ def page_workers(
         chunk = window(rank, want)
         if not chunk:
             break
-        with storage.guard():
-            scores = client.zmscore(k.worker_states, chunk)
+        scores = reads.worker_states(storage, chunk)
         for wid, score in zip(chunk, scores, strict=True):
             rank += 1
             if score is not None:
@@ -303,11 +278,7 @@ def pending_commands(storage: Storage, ids: list[str]) -> dict[str, list[dict[st
     Wake-up tokens and anything unreadable are left out; workers with none are too."""
     if not ids:
         return {}
-    with storage.guard():
-        pipe = storage.client.pipeline(transaction=False)
-        for wid in ids:
-            pipe.lrange(storage.keys.worker_cmd(wid), 0, PENDING_READ - 1)
-        lists = pipe.execute()
+    lists = reads.command_lists(storage, ids, PENDING_READ)
     found: dict[str, list[dict[str, object]]] = {}
     for wid, raw in zip(ids, lists, strict=True):
         out = [cmd for cmd in map(_pending, raw) if cmd is not None]

@@ -23,7 +23,8 @@ The package holds the mechanism and core's own table; each component declares it
 next to its code and hands it in (``resolve(table, names, ...)``, ``read_ini(path, table)``).
 ``parsers`` checks values, ``resolver`` holds :class:`Setting` and :func:`resolve`, ``ini``
 reads the files, ``table`` is core's table, ``redis_systems`` the default Redis and the
-others of ``systems``, ``redis_urls`` the Sentinel URL form and password masking.
+others of ``systems``, ``redis_urls`` the Sentinel URL form and password masking,
+``logfile`` the ``--log-config`` file (logging's dictConfig or fileConfig).
 
 May import: ``ztq.core.errors`` only: the engine, the alerts, the worker and the console
 all build on it.

@@ -26,6 +26,39 @@ from ztq.core.settings.resolver import IniValue, Setting, Table, by_name, parse
 APP_SECTION = "app:main"
 WORKER_SECTIONS = ("server", "ztq:worker")
 QUEUE_SECTIONS = ("queues", "ztq:queues")
+# the other sections a ztq file may hold: [DEFAULT] (pserve's `here`), ZTQ's [log] (warned
+# about, not read), Pyramid's [pshell], logging's fileConfig sections, and two tools often
+# kept in a Pyramid app.ini
+OTHER_SECTIONS = ("DEFAULT", "log", "pshell", "loggers", "handlers", "formatters", "uwsgi",
+                  "alembic")  # fmt: skip
+# PasteDeploy's sections and logging's per-name ones: `app:main`, `server:main`, `logger_root`
+OTHER_PREFIXES = ("app:", "server:", "filter:", "filter-app:", "pipeline:", "composite:",
+                  "logger_", "handler_", "formatter_")  # fmt: skip
+
+
+def check_sections(file: Path, sections: Iterable[str]) -> None:
+    """Every section of a ztq file is accounted for: one that is neither ztq's nor
+    PasteDeploy's, Pyramid's or logging's is an error naming it and the nearest known name.
+    A misspelt ``[sever]`` would otherwise be dropped whole, and the worker would serve the
+    Redis of the default URL (issue 39: a worker on a Redis nobody meant)."""
+    ours = (APP_SECTION, *WORKER_SECTIONS, *QUEUE_SECTIONS, *OTHER_SECTIONS)
+    for name in sections:
+        if name in ours or name.startswith(OTHER_PREFIXES):
+            continue
+        line = next(
+            (n for n, text in enumerate(file.read_text(encoding="utf-8").splitlines(), 1)
+             if text.strip() == f"[{name}]"),
+            0,
+        )  # fmt: skip
+        import difflib  # only on this error path
+
+        close = difflib.get_close_matches(name, [*ours, "server:main", "logger_root"], n=1)
+        hint = f"; did you mean [{close[0]}]?" if close else ""
+        raise ConfigError(
+            f"{file}:{line}: unknown section [{name}]{hint} (ztq reads [server] or "
+            "[ztq:worker], [queues] or [ztq:queues] and [app:main]; PasteDeploy's, pshell's "
+            "and logging's sections are left to them)"
+        )
 
 
 def _ours(table: Table) -> dict[str, Setting]:
@@ -221,6 +254,7 @@ def read_ini(path: str | os.PathLike[str], table: Table) -> IniFile:
         parser.read(file, encoding="utf-8")
     except configparser.Error as exc:
         raise ConfigError(ini_error(file, exc)) from exc
+    check_sections(file, parser.sections())
     app = dict(parser.items(APP_SECTION)) if parser.has_section(APP_SECTION) else {}
     values = app_values(app, table, file)
     both = [s for s in WORKER_SECTIONS if parser.has_section(s)]

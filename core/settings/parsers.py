@@ -12,6 +12,7 @@ import math
 import re
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from ztq.core.errors import ConfigError
 from ztq.core.settings.redis_urls import parse_sentinel_url
@@ -72,7 +73,26 @@ def redis_url(raw: Any) -> str:
             parse_sentinel_url(url)
         except ConfigError as exc:
             raise ValueError(f"is not valid: {exc}") from None
+    elif url.startswith(("redis://", "rediss://", "redis+cluster://")):
+        check_database(url)
     return url
+
+
+MAX_DB = 1_000_000  # Redis itself refuses an index past its `databases` (16 by default)
+
+
+def check_database(url: str) -> None:
+    """The database of a URL's path (``/3``) or ``?db=3`` is a whole number 0-1000000:
+    redis-py read ``redis://host/abc`` as database 0, silently (issue 39)."""
+    parts = urlsplit(url)
+    given = [("path", unquote(parts.path).strip("/"))]
+    given += [("db=", v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k == "db"]
+    for where, db in given:
+        if db and not (db.isascii() and db.isdigit() and int(db) <= MAX_DB):
+            raise ValueError(
+                f"names database {db!r} (in its {where}), not a whole number 0-{MAX_DB}: "
+                "the form is redis://host:6379/0"
+            )
 
 
 def key_prefix(raw: Any) -> str:

@@ -15,13 +15,14 @@ from dataclasses import dataclass
 from ztq.core.errors import ConfigError
 from ztq.core.settings.ini import read_ini
 from ztq.core.settings.resolver import IniValue, Resolved, resolve
-from ztq.core.settings.table import CONNECTION, SETTINGS
+from ztq.core.settings.table import CONNECTION, PRODUCER, REQUEST_WINDOW, SETTINGS
 
 
 @dataclass(frozen=True)
 class ConnectionSettings:
     redis_url: str
     prefix: str
+    request_window: float = REQUEST_WINDOW  # seconds (what connect() makes a Storage with)
 
 
 DEFAULT_SYSTEM = "default"
@@ -73,13 +74,16 @@ def connection(
     *,
     path: str | os.PathLike[str] | None = None,
     environ: Mapping[str, str] | None = None,
+    request_window: float | None = None,
 ) -> ConnectionSettings:
-    """The Redis URL and key prefix: ``url``/``prefix`` (flags), environment, ``path``, default."""
+    """The Redis URL, key prefix and request window: ``url``/``prefix``/``request_window``
+    (flags), environment, ``path``, default."""
     ini = read_ini(path, SETTINGS).values if path is not None else None
-    got = resolve(
-        SETTINGS, CONNECTION, flags={"redis_url": url, "prefix": prefix}, environ=environ, ini=ini
+    flags = {"redis_url": url, "prefix": prefix, "request_window": request_window}
+    got = resolve(SETTINGS, (*CONNECTION, *PRODUCER), flags=flags, environ=environ, ini=ini)
+    return ConnectionSettings(
+        got["redis_url"].value, got["prefix"].value, got["request_window"].value
     )
-    return ConnectionSettings(got["redis_url"].value, got["prefix"].value)
 
 
 def command_connection(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -52,6 +53,38 @@ def anon(wsgi: Any) -> TestApp:
     return TestApp(wsgi)
 
 
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    """Debian's headless Chromium driven by Playwright, launched once per test module: tests
+    take their own contexts from it (``browser`` in test_browser.py closes them after each
+    test). Not once per session: Playwright's sync API keeps an event loop running in the
+    thread while it is started, and the tests that xdist hands the same process next call
+    ``asyncio.run`` ("cannot be called from a running event loop")."""
+    from playwright import sync_api
+
+    # `make test` installs it (system-deps); a missing browser is a failure, not a skip
+    assert Path(CHROMIUM).exists(), "Debian's chromium is missing: apt-get install chromium"
+    with sync_api.sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
 def browser_sign_in(page: Any, url: str, lang: str = "en", user: str = "ann") -> Any:
     """Sign ``page`` (Playwright) in through the login form, then switch the language."""
     page.goto(url + "/login")
@@ -60,9 +93,16 @@ def browser_sign_in(page: Any, url: str, lang: str = "en", user: str = "ann") ->
     page.click("#login button")
     page.wait_for_url(lambda u: "/login" not in u)
     if lang == "zh":
-        page.click("#lang button[value=zh]")
-        page.wait_for_load_state()
+        switch_language(page, "zh")
     return page
+
+
+def switch_language(page: Any, lang: str) -> None:
+    """Press the header's language switch and wait for the page it leads back to: a bare
+    click returns before the form's POST lands, so the next ``goto`` or read could race it
+    (and cancel it: the cookie never set, the page still in the other language)."""
+    with page.expect_navigation():
+        page.click(f"#lang button[value={lang}]")
 
 
 def login(app: TestApp, name: str, password: str = PASSWORD) -> TestApp:

@@ -14,7 +14,7 @@ from webtest import TestApp
 
 from tests import sample_tasks as t
 from tests.console import test_browser
-from tests.console.conftest import post
+from tests.console.conftest import post, switch_language
 from tests.console.test_browser_phone import CJK, DESKTOP, sign_in, watch
 from ztq.console import main
 from ztq.core.engine.storage import Storage
@@ -108,7 +108,7 @@ def test_the_pending_limit_form_in_chromium(
     page = context.new_page()
     problems = watch(page)
     sign_in(page, url)
-    page.click(f"#lang button[value={lang}]")
+    switch_language(page, lang)
     page.goto(f"{url}/queues/{Q}")
     page.fill("input[name=max_pending]", "2")
     page.select_option("select[name=when_full]", "raise")

@@ -19,7 +19,7 @@ import pytest
 import ztq.core as ztq
 from tests import sample_tasks as t
 from tests.console import scenario
-from tests.console.conftest import PASSWORD
+from tests.console.conftest import CHROMIUM, CHROMIUM_ARGS, PASSWORD, switch_language  # noqa: F401
 from ztq.console import main
 from ztq.core.engine.storage import Storage
 from ztq.core.monitor import streams
@@ -28,17 +28,7 @@ pytestmark = pytest.mark.browser
 
 REPO = Path(__file__).resolve().parents[2]
 SHOTS = Path(os.environ.get("ZTQ_SCREENSHOTS") or tempfile.mkdtemp(prefix="ztq-shots-"))
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+ARGS = CHROMIUM_ARGS  # where other test modules looked for them
 PAGES = [  # (screenshot name or '', path, text the page must show)
     ("workers", "/workers", "app-1.4242"),
     ("", "/workers/app-1.4242", "default-0"),
@@ -111,17 +101,18 @@ def worker(redis_url: str, tmp_path: Path) -> Iterator[subprocess.Popen]:
 
 
 @pytest.fixture
-def browser() -> Iterator[Any]:
-    from playwright import sync_api
-
-    # `make test` installs it (system-deps); a missing browser is a failure, not a skip
-    assert Path(CHROMIUM).exists(), "Debian's chromium is missing: apt-get install chromium"
-    with sync_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+def browser(chromium: Any) -> Iterator[Any]:
+    """Headless Chromium for one test: the session's (tests/console/conftest.py, one per
+    xdist worker: a launch costs seconds), with the contexts and pages the test opened
+    closed after it, so the next test starts with none."""
+    yield chromium
+    for context in chromium.contexts:
+        # a route handler still running (a page's refresh) must not raise into the next
+        # test, which shares the Playwright connection: stop them quietly first
+        for page in context.pages:
+            page.unroute_all(behavior="ignoreErrors")
+        context.unroute_all(behavior="ignoreErrors")
+        context.close()
 
 
 def test_operator_opens_every_page_and_redoes_a_failed_task(
@@ -189,9 +180,9 @@ def test_operator_opens_every_page_and_redoes_a_failed_task(
     assert len(steps) == 3
 
     # Chinese, chosen with the switch in the header
-    page.click("#lang button[value=zh]")
+    switch_language(page, "zh")
     assert "工作状态" in page.inner_text("nav.main-nav")
-    page.click("#lang button[value=en]")
+    switch_language(page, "en")
     assert not problems, problems
 
 
@@ -213,7 +204,7 @@ def test_the_last_hour_table_fits_its_card_at_1280(
     for lang in ("en", "zh"):
         page.goto(server + "/queues/default")
         if lang == "zh":
-            page.click("#lang button[value=zh]")
+            switch_language(page, "zh")
         boxes = page.evaluate(
             """() => {
               const table = document.querySelector('section.times table');

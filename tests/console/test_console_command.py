@@ -3,6 +3,7 @@ settings and the environment alone (no app.ini needed); a bad setting is one lin
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -30,12 +31,24 @@ def _env(redis_url: str, user_lines: str, **extra: str) -> dict[str, str]:
             "ZTQ_CONSOLE_USERS": user_lines.replace("\n", ";"), **extra}  # fmt: skip
 
 
+@pytest.mark.parametrize("logging", ["default", "--log-config"])
 @pytest.mark.parametrize("command", list(COMMANDS))
 def test_it_serves_the_console(
-    redis_url: str, user_lines: str, tmp_path: Path, command: str
+    redis_url: str, user_lines: str, tmp_path: Path, command: str, logging: str
 ) -> None:
+    """With ``--log-config``, a user's dictConfig: its handler has the console's lines."""
     port = free_port()
-    proc = subprocess.Popen([*COMMANDS[command], "--host", "127.0.0.1", "--port", str(port)],
+    flags = []
+    if logging == "--log-config":
+        fmt = {"format": "%(levelname)s|%(name)s|%(message)s"}
+        config = {"version": 1, "formatters": {"f": fmt},
+                  "handlers": {"file": {"class": "logging.FileHandler", "formatter": "f",
+                                        "filename": str(tmp_path / "console.log")}},
+                  "root": {"level": "INFO", "handlers": ["file"]}}  # fmt: skip
+        (tmp_path / "logging.json").write_text(json.dumps(config))
+        flags = ["--log-config", "logging.json"]
+    proc = subprocess.Popen([*COMMANDS[command], "--host", "127.0.0.1", "--port", str(port),
+                             *flags],
                             env=_env(redis_url, user_lines), cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
     try:
@@ -59,7 +72,11 @@ def test_it_serves_the_console(
             proc.wait(10)
     assert proc.stdout is not None
     log = proc.stdout.read().decode()
-    assert f"http://127.0.0.1:{port}" in log and "Traceback" not in log
+    assert "Traceback" not in log
+    if logging == "--log-config":
+        log = (tmp_path / "console.log").read_text()
+        assert f"INFO|waitress|Serving on http://127.0.0.1:{port}" in log.splitlines()
+    assert f"http://127.0.0.1:{port}" in log
 
 
 @pytest.mark.parametrize("command", list(COMMANDS))

@@ -18,7 +18,6 @@ import pytest
 
 from tests.console import hostile
 from tests.console.conftest import PASSWORD
-from tests.console.test_browser import ARGS, CHROMIUM
 from ztq.console import main
 from ztq.console.routes import ROUTES
 from ztq.core.engine.storage import Storage
@@ -138,17 +137,14 @@ def server(settings: dict[str, Any]) -> Iterator[str]:
 
 
 @pytest.fixture
-def page(server: str) -> Iterator[Any]:
-    from playwright import sync_api
-
-    with sync_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            context = chromium.new_context(viewport=VIEWPORT, user_agent=hostile.USER_AGENT)
-            context.add_init_script(WATCH)
-            yield context.new_page()
-        finally:
-            chromium.close()
+def page(server: str, chromium: Any) -> Iterator[Any]:
+    """A page of the session's Chromium (tests/console/conftest.py) in a context of its own."""
+    context = chromium.new_context(viewport=VIEWPORT, user_agent=hostile.USER_AGENT)
+    try:
+        context.add_init_script(WATCH)
+        yield context.new_page()
+    finally:
+        context.close()
 
 
 def seeds(planted: hostile.Planted) -> list[str]:
@@ -253,6 +249,7 @@ def watch(page: Any, crawl: Crawl) -> None:
     page.on("pageerror", lambda exc: crawl.problem(f"page error: {exc}"))
 
 
+@pytest.mark.timeout(600)  # a crawl of some 300 URLs: 75 s alone, past 120 s on a busy machine
 def test_hostile_data_runs_nothing_and_breaks_no_page(
     store: Storage, server: str, page: Any
 ) -> None:

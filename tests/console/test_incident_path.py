@@ -25,7 +25,8 @@ pytestmark = pytest.mark.browser
 # Tabs per step: the path is short because each page leads to the next control early
 # (31 Tabs and 12 other keys in all, measured in both languages; the skip link is the first
 # Tab of each page and counts among the Tabs)
-TABS = {"queue": 5, "traceback": 13, "redo": 6, "confirm": 0, "delete": 4, "restore": 4}
+# (the grouped view's switch to the kinds view, issue 36, adds one Tab before the traceback)
+TABS = {"queue": 5, "traceback": 14, "redo": 6, "confirm": 0, "delete": 4, "restore": 4}
 TEXT = {
     "en": {"overview": "Overview", "redone": "Redid 6 tasks.", "restored": "Restored 1 task."},
     "zh": {"overview": "概览", "redone": "已重做 6 个任务。", "restored": "已恢复 1 个任务。"},

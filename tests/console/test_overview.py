@@ -51,3 +51,27 @@ def test_the_overview_in_chinese_and_for_a_viewer(viewer: TestApp, store: Storag
     assert "概览" in page and "错误最多的分组" in page
     assert "Redo group" not in page and "重做该组" not in page  # a viewer has no actions
     assert "/errors?group=" in page
+
+
+def test_the_overview_shows_redis_memory_and_warns_from_80_percent(
+    operator: TestApp, store: Storage
+) -> None:
+    """Redis memory against maxmemory and the share of finished records (docs/deploy.md,
+    "Sizing Redis"); a warning from 80% of maxmemory."""
+    mail_incident(store)
+    page = operator.get("/").text
+    assert "Redis memory: " in page and "(no maxmemory)" in page
+    assert "memory-warning" not in page
+    used = int(store.client.info("memory")["used_memory"])
+    store.client.config_set("maxmemory", int(used / 0.85))  # ~85% used
+    try:
+        page = operator.get("/").text
+        share = int(re.search(r"maxmemory \((\d+)%\)", page).group(1))
+        assert 80 <= share < 100, share
+        assert 'class="flash error memory-warning"' in page
+        assert "shorten result_ttl or raise maxmemory" in page
+        metrics = operator.get("/metrics").text
+        assert re.search(r"^ztq_redis_memory_maxmemory_bytes [1-9]", metrics, re.M)
+        assert re.search(r'^ztq_oom_compact_total\{queue="mail"\} 0$', metrics, re.M)
+    finally:
+        store.client.config_set("maxmemory", 0)

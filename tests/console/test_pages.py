@@ -106,7 +106,7 @@ def test_grouped_errors(operator: TestApp, lively: dict) -> None:
     html = operator.get("/errors/groups").text
     assert "ValueError" in html and "SMTPRecipientsRefused" in html
     assert "sample_tasks.py:44 in boom" in html
-    assert "newest 5 of 5" in html
+    assert "5 errors by error type and top frame: every error, counted exactly." in html
 
 
 def test_task_detail_shows_everything_escaped(operator: TestApp, store: Storage) -> None:
@@ -126,9 +126,11 @@ def test_task_detail_shows_everything_escaped(operator: TestApp, store: Storage)
     assert operator.get(f"/tasks/{h.id}?queue=default").status_int == 200
 
 
-def test_large_payloads_are_cut_on_lists_not_on_the_detail(
+def test_large_payloads_are_cut_on_lists_and_on_the_detail_with_their_size(
     operator: TestApp, store: Storage
 ) -> None:
+    """Lists cut a call short; the task page shows the first 2,000 characters, the whole
+    size and a download of every byte (issue 39, point 8; test_large_args.py)."""
     big = "x" * 100_000
     h = t.boom.delay(big)
     scenario.work(store, fail=lambda p: "too big")
@@ -136,8 +138,8 @@ def test_large_payloads_are_cut_on_lists_not_on_the_detail(
     assert big[:1000] not in listing.text and "…" in listing.text
     assert len(listing.body) < 40_000
     detail = operator.get(f"/tasks/{h.id}")
-    assert big[:60_000] in detail.text and big not in detail.text  # cut, far later than lists
-    assert "more characters" in detail.text
+    assert big[:1_900] in detail.text and big[:2_100] not in detail.text  # cut at 2,000
+    assert "97.7 KB in all" in detail.text and "Download the arguments" in detail.text
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ import urllib.error
 import urllib.request
 from http.cookiejar import CookieJar
 from pathlib import Path
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import ztq.core as ztq
 from tests.console.conftest import PASSWORD, SECRET
@@ -42,6 +42,22 @@ def _sign_in(opener: urllib.request.OpenerDirector, base: str, forwarded: str) -
     request.add_header("X-Forwarded-For", forwarded)
     with opener.open(request, timeout=5) as r:
         assert r.status == 200 and "/login" not in r.url  # signed in: the first page
+
+
+def _sign_in_to(opener: urllib.request.OpenerDirector, base: str, target: str) -> str:
+    """Sign ann in with ``next`` = ``target``; the URL the sign-in led to (its page a 404:
+    no such page, but still on this site)."""
+    with opener.open(base + "/login", timeout=5) as page:
+        csrf = re.search(r'name="csrf_token" value="([^"]+)"', page.read().decode())
+    assert csrf
+    form = {"username": "ann", "password": PASSWORD, "csrf_token": csrf.group(1), "next": target}
+    request = urllib.request.Request(base + "/login", data=urlencode(form).encode())
+    try:
+        with opener.open(request, timeout=5) as r:
+            return str(r.url)
+    except urllib.error.HTTPError as exc:
+        assert exc.code == 404, (exc.code, exc.read()[:300])
+        return str(exc.url)
 
 
 def _status(opener: urllib.request.OpenerDirector, url: str) -> tuple[int, str]:
@@ -100,6 +116,13 @@ def test_pserve_app_ini(redis_url: str, user_lines: str, tmp_path: Path) -> None
         got = _raw(port, "/", host="evil.example")
         assert got.status == 303 and got.getheader("Location") == "/login?next=%2F"
         assert got.getheader("X-Frame-Options") == "DENY"
+        assert _raw(port, "/static/__init__.py").status == 404  # only assets (issue 36)
+        # a `next` no header can carry: encoded, the sign-in kept (it was waitress's 500)
+        for target in ("/／／evil.com", "/\u3000"):
+            jar = CookieJar()
+            got_to = _sign_in_to(_opener(jar), f"http://127.0.0.1:{port}", target)
+            assert got_to == f"http://127.0.0.1:{port}" + quote(target), got_to
+            assert _status(_opener(jar), f"http://127.0.0.1:{port}/workers")[0] == 200
         # through waitress, behind a trusted proxy: the forwarded client is the address
         base = f"http://127.0.0.1:{port}"
         jar, stolen = CookieJar(), CookieJar()
@@ -129,8 +152,17 @@ def test_pserve_refuses_to_start_without_a_secret(redis_url: str, tmp_path: Path
     pserve = Path(sys.executable).with_name("pserve")
     done = subprocess.run([str(pserve), str(REPO / "app.ini")], env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=30)  # fmt: skip
-    assert done.returncode != 0
+    assert done.returncode == 2
     assert "no secret" in done.stderr + done.stdout
+    one_line_no_traceback(done.stderr + done.stdout)
+
+
+def one_line_no_traceback(out: str) -> None:
+    """A console configuration mistake under pserve: one line, as `ztq console` says it
+    (issue 39: a 40-line traceback)."""
+    assert "Traceback" not in out, out
+    assert len(out.strip().splitlines()) == 1, out
+    assert out.startswith("ztq console: "), out
 
 
 def test_a_bad_user_is_reported_at_its_own_line(
@@ -162,8 +194,9 @@ def test_a_bad_user_is_reported_at_its_own_line(
     done = subprocess.run([str(pserve), str(ini)], env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=30)  # fmt: skip
     out = done.stderr + done.stdout
-    assert done.returncode != 0
+    assert done.returncode == 2
     assert f"{ini}:9: ztq.console.users, user 'bob': role 'admin' must be one of" in out, out
+    one_line_no_traceback(out)
     assert "entry" not in out, out
 
 

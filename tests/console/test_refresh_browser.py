@@ -14,7 +14,7 @@ import pytest
 
 from tests import sample_tasks as t
 from tests.console import scenario, test_browser
-from tests.console.conftest import browser_sign_in
+from tests.console.conftest import browser_sign_in, switch_language
 from ztq.core.engine.storage import Storage
 from ztq.core.engine.workers import take_commands
 
@@ -85,7 +85,7 @@ def test_pause_shows_pending_then_done_without_a_reload(
     assert no_reload_since(page)
 
     # in Chinese: Resume is "正在恢复…" until the worker reports running again
-    page.click("#lang button[value=zh]")
+    switch_language(page, "zh")
     page.click("button[value=resume]")
     assert page.inner_text("h1 .badge.pending") == "正在恢复…"
     page.evaluate("window.__ztqMark = 42")

@@ -90,7 +90,7 @@ def test_live_refresh_keeps_a_changed_choice_and_an_opened_traceback(
     assert page.locator("main details.trace[open]").count() == 1
     assert note.inner_text() == "paused while you type or select"
     page.evaluate("document.querySelector('main details.trace').open = false")
-    wait_for(lambda: "of 2 errors" in sub.inner_text(), timeout=5)  # closed: it refreshes
+    wait_for(lambda: "2 errors by" in sub.inner_text(), timeout=5)  # closed: it refreshes
 
     # a queue chosen and not yet filtered: kept
     page.select_option("main select[name=queue]", "default")
@@ -98,10 +98,10 @@ def test_live_refresh_keeps_a_changed_choice_and_an_opened_traceback(
     failed(store, 1, "third")
     page.wait_for_timeout(1500)
     assert page.input_value("main select[name=queue]") == "default"
-    assert "of 2 errors" in sub.inner_text()
+    assert "2 errors by" in sub.inner_text()
     page.select_option("main select[name=queue]", "")
     page.locator("h1").click()
-    wait_for(lambda: "of 3 errors" in sub.inner_text(), timeout=5)
+    wait_for(lambda: "3 errors by" in sub.inner_text(), timeout=5)
     assert not page.problems, page.problems
     page.context.close()
 
@@ -111,18 +111,18 @@ def test_follow_and_confirm_say_when_they_cover_part_of_a_job(
 ) -> None:
     from ztq.core.engine import queue_admin
 
-    monkeypatch.setattr(queue_admin, "FOLLOW_MAX", 2)
     monkeypatch.setattr(queue_admin, "TRASH_BATCH_MAX", 2)
     failed(store, 3)
     confirm = operator.get("/bulk/confirm?action=delete&source=errors&next=/errors")
     assert (
-        "Only 2 of them per queue can be restored: the rest are deleted for good." in confirm.text
+        "2 of them go to the trash and can be restored for 1h 00m; 1 cannot be kept and would be "
+        "deleted for good" in confirm.text
     )
     confirm = operator.get("/bulk/confirm?action=redo&source=errors&next=/errors")
     last = follow_bulk(operator, confirm.forms["confirm"].submit())[1]
     follow = last.follow().text
     assert "Redid 3 tasks." in follow
-    assert "Following the first 2 tasks put back" in follow and "tasks put back 0" not in follow
+    assert "3 tasks put back" in follow and "tasks put back 0" not in follow
 
 
 def test_search_pages_show_every_match_once(operator: TestApp, store: Storage) -> None:

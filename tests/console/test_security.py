@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import re
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 from bs4 import BeautifulSoup
@@ -117,6 +118,38 @@ def test_login_never_redirects_off_site(anon: TestApp) -> None:
         assert r.location.startswith("/") and not r.location.startswith("//"), target
         assert "evil" not in r.location and "javascript" not in r.location, target
         post(anon, "/logout", {})
+
+
+@pytest.mark.parametrize("target", ["/／／evil.com", "/\u3000", "/search?q=ü x", "/\xff"])
+def test_a_non_ascii_next_is_encoded_and_the_sign_in_kept(anon: TestApp, target: str) -> None:
+    """Issue 36: a ``next`` with a character a header cannot carry was a 500 from the server
+    after the session was made (the sign-in lost): it is percent-encoded, still local."""
+    form = anon.get("/login").forms["login"]
+    form["username"], form["password"], form["next"] = "ann", PASSWORD, target
+    r = form.submit()
+    assert r.status_int == 303 and r.location.isascii(), r.location
+    path = r.location.removeprefix("http://localhost")
+    assert path.startswith("/") and not path.startswith("//") and unquote(path) == target
+    assert "ann" in anon.get("/workers").text  # signed in
+
+
+def test_only_signed_in_users_see_the_redis_address(anon: TestApp, redis_url: str) -> None:
+    """Issue 36: the sign-in page (and any page a visitor gets) named the Redis host, port
+    and db in its footer; an operator still sees it."""
+    where = redis_url.split("//", 1)[1]  # host:port/db
+    assert where.count(":") == 1 and "/" in where
+    for path, status in (("/login", 200), ("/static/nothing.css", 404), ("/healthz", 200)):
+        page = anon.get(path, status=status).text
+        assert where not in page and where.split("/")[0] not in page, path
+    assert where in login(anon, "ann").get("/workers").text
+
+
+def test_only_the_assets_are_served_under_static(anon: TestApp) -> None:
+    """Issue 36: static/ is a Python package too, and its __init__.py was served."""
+    for name in ("console.css", "console.js", "favicon.svg"):
+        assert anon.get(f"/static/{name}").status_int == 200, name
+    for path in ("/static/__init__.py", "/static/__pycache__/", "/static/", "/static/x.css"):
+        assert anon.get(path, expect_errors=True).status_int == 404, path
 
 
 def test_login_needs_the_csrf_token(anon: TestApp) -> None:

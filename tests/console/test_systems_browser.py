@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tests.console import test_browser, test_systems
+from tests.console.conftest import switch_language
 from tests.console.test_browser_phone import CJK, DESKTOP, PHONE, english_in, sign_in, watch
 from tests.console.test_systems import Two
 from ztq.console import main
@@ -46,7 +47,7 @@ def test_the_header_switches_systems(
     page = context.new_page()
     problems = watch(page)
     sign_in(page, url)
-    page.click(f"#lang button[value={lang}]")
+    switch_language(page, lang)
     page.goto(url + "/errors")
     switch = page.locator("details#systems")
     assert switch.locator("summary strong").inner_text() == "eu"

@@ -68,7 +68,10 @@ def test_the_grafana_dashboard_uses_only_metrics_the_console_serves(
     operator: TestApp, store: Storage
 ) -> None:
     _busy(store)
-    served = set(re.findall(r"^# TYPE (\w+) ", operator.get("/metrics").text, re.M))
+    from ztq.worker.resilience.faults import Faults  # a worker's /metrics (its health port)
+
+    text = operator.get("/metrics").text + Faults(lease=15).metrics()
+    served = set(re.findall(r"^# TYPE (\w+) ", text, re.M))
     dashboard = json.loads(DASHBOARD.read_text("utf-8"))
     exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
     used = {re.sub(r"_(bucket|sum|count)$", "", name)

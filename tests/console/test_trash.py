@@ -52,8 +52,12 @@ def test_deleted_errors_can_be_restored_whole_or_one_by_one(
     trash = operator.get("/trash")
     assert batch in trash.text
     before = store.client.zscore(store.keys.errors("default"), ids[3])
-    r = next(f for f in trash.forms.values() if "Restore all" in f.text).submit().follow()
-    assert "Restored 2 tasks." in r.text and "The trash is empty." in r.text
+    r = next(f for f in trash.forms.values() if "Restore all" in f.text).submit()
+    # back to the delete it came from, not to every delete
+    assert r.location.endswith(f"/trash?batch={batch}&queue=default")
+    r = r.follow()
+    assert "Restored 2 tasks." in r.text and "Nothing of this delete is left" in r.text
+    assert "The trash is empty." in operator.get("/trash").text
     assert all(ztq.ping(i) == "error" for i in ids)
     assert store.client.zscore(store.keys.errors("default"), ids[3]) == before
     assert [e["action"] for e in audit_log(store)][:3] == ["restore", "restore", "delete"]

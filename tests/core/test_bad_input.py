@@ -232,7 +232,7 @@ def test_unknown_options_suggest_the_nearest_name(mail) -> None:
 
 def test_unknown_options_of_task_and_configure_queue(mail) -> None:
     with pytest.raises(UnknownOption, match="^unknown option 'retires' for task; did you mean "
-                       "'retries'\\? \\(known: batch_size, connection, cron,"):  # fmt: skip
+                       "'retries'\\? \\(known: batch_size, concurrency, connection,"):  # fmt: skip
         mail.task(retires=3)
     with pytest.raises(UnknownOption, match="'retires' for task; did you mean 'retries'"):
         ztq.task(retires=3)  # the default app's

@@ -7,11 +7,11 @@ import asyncio
 import threading
 
 import pytest
-import redis
 
 import ztq.core as ztq
 from tests import sample_tasks as t
 from ztq.core.client.batch import batch_status, callback_id, relay
+from ztq.core.engine.connection import make_client
 from ztq.core.engine.storage import Finished, Storage
 
 W = "worker-b"
@@ -231,7 +231,7 @@ def test_a_reader_never_sees_a_batch_half_made(storage: Storage) -> None:
         return
     seen: list[tuple[int, int]] = []
     stop = threading.Event()
-    reader = redis.Redis.from_url(storage.url, decode_responses=True)  # its own connection
+    reader = make_client(storage.url)  # its own connection (the same data in memory://)
     keys = storage.keys
 
     def watch(batch_id: str) -> None:

@@ -23,6 +23,13 @@ from ztq.core.engine.storage import Storage
 app = ztq.App("coalesce", prefix="co")
 
 
+@pytest.fixture(autouse=True)
+def coalesce_from_two_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The combiner is used from the second thread on, not from COALESCE_THREADS: these
+    tests make a few threads meet in it."""
+    monkeypatch.setattr(enqueue, "COALESCE_THREADS", 1)
+
+
 @app.task(queue="co", unique=False)
 def job(n: int, tag: str = "") -> None:
     pass
@@ -155,6 +162,35 @@ def test_a_batch_is_written_in_arrival_order(
     assert ready_args(storage, "co") == [[n] for n in range(7)]
 
 
+def test_a_batch_is_one_script_call_per_queue(
+    storage: Storage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Six callers of two queues queued behind a call in flight: their batch is one script
+    call per queue (what a call costs Redis beside its tasks is paid once per queue and
+    round trip), each caller still gets its own reply, in arrival order."""
+    client = redis.Redis.from_url(storage.url, decode_responses=True)
+    held = Held(storage, monkeypatch)
+    first, _ = run(lambda: job.delay(0))
+    assert held.entered.wait(10)
+    threads = []
+    for n in range(1, 7):
+        fn = (lambda n=n: job.delay(n)) if n % 2 else (lambda n=n: bounded.delay(n))
+        threads.append(run(fn))
+        held.queued(n)
+    client.config_resetstat()
+    held.release()
+    for thread, _ in [(first, {}), *threads]:
+        thread.join(10)
+    # each enqueue script run reads Redis's clock once (a call that found no function and
+    # was sent again ran once)
+    assert client.info("commandstats")["cmdstat_time"]["calls"] == 3  # the first, one per queue
+    assert [out["result"].outcome for _, out in threads] == ["added"] * 6
+    assert [out["result"].queue for _, out in threads] == ["co", "tight"] * 3
+    assert ready_args(storage, "co") == [[0], [1], [3], [5]]
+    assert ready_args(storage, "tight") == [[2], [4], [6]]
+    client.close()
+
+
 def test_each_threads_enqueues_keep_their_order_under_load(storage: Storage) -> None:
     """8 threads, 150 enqueues each, no worker: calls are coalesced (more than one batch of
     several), and each thread's tasks are in the queue in the order it made them."""
@@ -277,3 +313,17 @@ def test_an_interrupted_caller_leaves_the_queue_and_blocks_no_one(
         thread.join(10)
     assert after_out["result"].outcome == "added"
     assert ready_args(storage, "co") == [[0], [1]]
+
+
+def test_a_process_of_few_threads_sends_each_enqueue_alone(
+    storage: Storage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Below COALESCE_THREADS threads, concurrent delay() calls skip the combiner (each goes
+    alone on its own connection, which costs less CPU there): it is never made."""
+    # above the threads this process runs now (earlier tests may leave some) and these 4
+    monkeypatch.setattr(enqueue, "COALESCE_THREADS", threading.active_count() + 8)
+    threads = [run(lambda i=i: [job.delay(i * 100 + n) for n in range(20)])[0] for i in range(4)]
+    for thread in threads:
+        thread.join(30)
+    assert storage.coalescer is None
+    assert len(ready_args(storage, "co")) == 80

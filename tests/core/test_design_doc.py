@@ -31,7 +31,9 @@ PLACEHOLDERS = {
     "batch": "<id>",
     "batch_id": "<id>",
     "call_id": "<id>",
+    "request_id": "<id>",
     "channel": "<channel>",
+    "key": "<key>",
 }
 
 
@@ -82,6 +84,7 @@ def _pattern(doc_key: str, prefix: str) -> re.Pattern[str]:
     escaped = escaped.replace(re.escape("{q}"), r"\{[^}]+\}")
     for holder in ("<level>", "<minute>", "<slot>", "<id>", "<channel>"):
         escaped = escaped.replace(re.escape(holder), r"[^:{}]+")
+    escaped = escaped.replace(re.escape("<key>"), r".+")  # a task's key may hold ':'
     return re.compile(f"^{escaped}$")
 
 
@@ -155,6 +158,16 @@ def test_every_key_exists_with_the_documented_type(redis_url: str) -> None:
     storage.ack("batched", "w", [Finished(lease.id, lease.token, "x", "4")])  # not relayed
     # an empty batch with a callback, written bare: its send waits in the global outbox
     storage.call(*storage.batch_create_op("empty", [], on_complete=True, ttl_ms=60_000))
+    from tests.key_tasks import Q as keyed
+    from tests.key_tasks import call_api, send_mail
+
+    ztq.configure_queue(keyed, key_concurrency=2)  # keyed tasks: turns, states, counts
+    for key, n in (("a", 3), ("b", 2), ("c", 1), ("d", 2), ("e", 3)):
+        for i in range(n):
+            (call_api if key == "b" else send_mail).delay(key, i)
+    storage.pause_key(keyed, "c")
+    storage.fetch(keyed, "w", "t", 60_000, 4)  # a, b, d, e take a turn each
+    storage.fetch(keyed, "w", "u", 60_000, 2)  # a and d again, b parked until its next token
     found = [str(k) for k in storage.client.scan_iter(match="ztq:*", count=1000)]
     types = dict(zip(found, (storage.client.type(k) for k in found), strict=True))
     unmatched = set(found)

@@ -14,7 +14,7 @@ import redis
 
 import ztq.core as ztq
 from tests import sample_tasks as t
-from ztq.core.engine.scripts import HELD
+from ztq.core.engine.wire.framing import HELD
 from ztq.core.errors import ConnectionFailed
 from ztq.worker.embedded import RedisProcess
 

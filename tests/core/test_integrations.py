@@ -4,6 +4,7 @@ transaction.on_commit (real Redis)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import webtest
@@ -25,17 +26,25 @@ def shop(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[App]:
     module.app.use_transaction_manager(False)
 
 
-def make_web(redis_url: str, *, with_tm: bool) -> webtest.TestApp:
+def make_web(
+    redis_url: str, *, with_tm: bool, hook: str | None = None, on_order: Any = None
+) -> webtest.TestApp:
+    """A shop whose ``/order?n=`` enqueues a receipt (``fail=1``: then raises); ``hook`` is
+    pyramid_tm's ``tm.manager_hook``, ``on_order(request)`` runs after the enqueue."""
     import tests.integration_app as module
 
     settings = {"ztq.app": "tests.integration_app:app", "ztq.redis_url": redis_url}
+    if hook:
+        settings["tm.manager_hook"] = hook
     with Configurator(settings=settings) as config:
+        config.include("ztq.core.contrib.pyramid")  # before pyramid_tm: the order is free
         if with_tm:
             config.include("pyramid_tm")
-        config.include("ztq.core.contrib.pyramid")
 
         def order(request):  # type: ignore[no-untyped-def]
             module.send_receipt.delay(int(request.params["n"]))
+            if on_order is not None:
+                on_order(request)
             if request.params.get("fail"):
                 raise RuntimeError("the order could not be saved")
             return Response("ok")
@@ -110,7 +119,7 @@ def test_integrations_md_django_example_runs(shop: App, redis_url: str, django_d
 
     text = (Path(__file__).resolve().parents[2] / "docs" / "integrations.md").read_text("utf-8")
     blocks = re.findall(r"^```python\n(.*?)^```", text, re.S | re.M)
-    [code] = [b for b in blocks if "enqueue_on_commit" in b]
+    [code] = [b for b in blocks if "contrib.django import enqueue_on_commit" in b]
     namespace: dict[str, object] = {"send_receipt": module.send_receipt}
     exec(compile(code, "docs/integrations.md", "exec"), namespace)  # noqa: S102 - our own doc
     shop.connect(redis_url)

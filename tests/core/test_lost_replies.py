@@ -10,10 +10,7 @@ round trip), exactly as in the 20 s stall of the issue.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import socket
-import threading
 from collections.abc import Iterator
 
 import pytest
@@ -21,76 +18,14 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 import ztq.core as ztq
+from tests.proxy import ReplyDropper
 from ztq.core.engine.connection import make_client
 from ztq.core.engine.record import split_record
-from ztq.core.engine.scripts import SCRIPTS
 from ztq.core.engine.storage import EnqueueEntry, Finished, Storage
 from ztq.core.errors import ConnectionFailed
 
 Q = "lost"
 W, T = "w1", "t0"
-
-
-class ReplyDropper:
-    """A TCP proxy to Redis. :meth:`arm` makes it forward the next request that names a
-    script (its SHA, or its function: FCALL), wait for Redis's reply and drop the connection
-    instead of passing it on."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.armed: tuple[bytes, ...] | None = None
-        self.dropped = 0
-        self.lock = threading.Lock()
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"redis://127.0.0.1:{self.listener.getsockname()[1]}/0"
-        self.socks: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def arm(self, script: str) -> None:
-        names = (SCRIPTS.sha[script], SCRIPTS.function.get(script, SCRIPTS.sha[script]))
-        self.armed = tuple(n.encode() for n in names)
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            try:
-                server = socket.create_connection(("127.0.0.1", self.port))
-            except OSError:  # Redis is gone (the session ends): the client sees a reset
-                client.close()
-                continue
-            self.socks += [client, server]
-            drop = threading.Event()
-            threading.Thread(target=self._up, args=(client, server, drop), daemon=True).start()
-            threading.Thread(target=self._down, args=(client, server, drop), daemon=True).start()
-
-    def _up(self, client: socket.socket, server: socket.socket, drop: threading.Event) -> None:
-        with contextlib.suppress(OSError):
-            while data := client.recv(65536):
-                with self.lock:
-                    if self.armed is not None and any(a in data for a in self.armed):
-                        self.armed = None
-                        drop.set()  # before it is sent: the reply is never passed on
-                server.sendall(data)
-
-    def _down(self, client: socket.socket, server: socket.socket, drop: threading.Event) -> None:
-        with contextlib.suppress(OSError):
-            while data := server.recv(65536):
-                if drop.is_set():  # Redis answered (it applied the call): drop the reply
-                    self.dropped += 1
-                    for s in (client, server):
-                        s.shutdown(socket.SHUT_RDWR)
-                        s.close()
-                    return
-                client.sendall(data)
-
-    def close(self) -> None:
-        self.listener.close()
-        for s in self.socks:
-            with contextlib.suppress(OSError):
-                s.close()
 
 
 @pytest.fixture

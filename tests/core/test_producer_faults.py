@@ -17,7 +17,12 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError, ReadOnlyError
 
 import ztq.core as ztq
-from tests.core.test_coalesce import Held, run, until
+from tests.core.test_coalesce import (
+    Held,
+    coalesce_from_two_threads,  # noqa: F401 (autouse)
+    run,
+    until,
+)
 from ztq.core.errors import RedisFull, RedisReadOnly, RedisUnreachable
 from ztq.worker.embedded import RedisProcess, free_port
 

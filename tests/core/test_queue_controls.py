@@ -118,9 +118,8 @@ def doc_blocks(language: str) -> list[str]:
 def test_the_doc_examples_run_as_they_say(
     storage: Storage, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    serial, pressure, rate, task_rate, cancel, *_ = doc_blocks(
-        "python"
-    )  # the expiry's: test_expiry.py
+    # the keys' example runs in test_keys.py, the expiry's in test_expiry.py
+    serial, pressure, rate, task_rate, _keys, cancel, *_ = doc_blocks("python")
     namespace: dict[str, Any] = {"__name__": "docs_queue_controls"}
     exec(compile(serial, "docs/queue-controls.md", "exec"), namespace)  # noqa: S102
     assert storage.pending_count("xapian") == 3 and storage.queue_config("xapian") == {}

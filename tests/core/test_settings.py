@@ -261,3 +261,22 @@ def test_an_unknown_ini_key_suggests_the_nearest_known_one(tmp_path: Path) -> No
     ini(path, "[ztq:worker]\ncolour = blue\n")
     with pytest.raises(ConfigError, match=r"unknown option 'colour' \(known: active_config, "):
         load_config(path)  # nothing close: no suggestion
+
+
+def test_request_window_flag_environment_default(
+    monkeypatch: pytest.MonkeyPatch, redis_url: str
+) -> None:
+    """How long an enqueue's answer is kept for the same call sent again (docs/settings.md):
+    the connection's flag, then ZTQ_REQUEST_WINDOW, then 120 s; the enqueue sends it."""
+    import ztq.core as ztq
+    from ztq.core.engine.storage import EnqueueEntry
+
+    assert ztq.connect(redis_url).request_window_ms == 120_000
+    monkeypatch.setenv("ZTQ_REQUEST_WINDOW", "30")
+    storage = ztq.connect(redis_url)
+    assert storage.request_window_ms == 30_000
+    assert storage.enqueue_op("q", [EnqueueEntry("a", "[]")])[2][-1] == 30_000
+    assert ztq.connect(redis_url, request_window=5).request_window_ms == 5_000
+    monkeypatch.setenv("ZTQ_REQUEST_WINDOW", "0")
+    with pytest.raises(ConfigError, match="ZTQ_REQUEST_WINDOW"):
+        ztq.connect(redis_url)

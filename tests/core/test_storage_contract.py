@@ -11,7 +11,7 @@ import ztq.core as ztq
 from tests import sample_tasks as t
 from ztq.core.client.cron import CronEntry
 from ztq.core.engine.record import decode_payload
-from ztq.core.engine.storage import Finished, Leased, Storage
+from ztq.core.engine.storage import EnqueueEntry, Finished, Leased, Storage
 
 W = "worker-a"
 
@@ -47,6 +47,29 @@ def test_identical_task_while_running_runs_once_more(storage: Storage) -> None:
     assert fetch_all(storage) == []  # not twice at the same time
     storage.ack("default", W, [Finished(a.id, lease.token, t.add.name)])
     assert fetch_all(storage) == [a.id]
+
+
+def test_an_enqueue_sent_again_gets_its_first_answer_within_the_window(storage: Storage) -> None:
+    """The same call (its request id) sent again after its task was handed on, run and done
+    answers as the first time and adds nothing (docs/design.md, "Lost replies"); its answer
+    is kept for the request window, in the queue's slot; past the window the same call is a
+    new enqueue (an identical task enqueued again: it runs again)."""
+    payload = '["tests.sample_tasks.add",[1,2]]'
+    op = storage.enqueue_op(
+        "default", [EnqueueEntry("once", payload), EnqueueEntry("two", payload)]
+    )
+    assert storage.call(*op) == ["once", "added", "two", "added"]
+    fetched = storage.fetch("default", W, "t0", 30_000, 2)
+    storage.ack("default", W, [Finished(x.id, x.token, t.add.name, "3") for x in fetched])
+    assert storage.call(*op) == ["once", "added", "two", "added"]  # not a second run
+    assert [storage.record("default", i).state for i in ("once", "two")] == ["done", "done"]
+    assert fetch_all(storage) == []
+    [key] = [k for k in op[1] if ":req:" in k]
+    assert key.startswith(storage.keys.prefix + ":{default}:req:")
+    assert 0 < storage.client.pttl(key) <= storage.request_window_ms == 120_000
+    storage.client.delete(key)  # the window passed
+    assert storage.call(*op) == ["once", "added", "two", "added"]
+    assert sorted(fetch_all(storage)) == ["once", "two"]
 
 
 def test_unique_false_and_explicit_id(storage: Storage) -> None:
@@ -124,7 +147,9 @@ def test_transaction_is_all_or_nothing(storage: Storage) -> None:
     assert fetch_all(storage) == [] and fetch_all(storage, "mail") == []
     with ztq.transaction() as handles:
         inside = t.add.delay(1, 1)
-        assert inside.outcome == "buffered" and ztq.ping(inside) == "none"
+        assert inside.outcome == "buffered"
+        with pytest.raises(ztq.NotFound, match="written when the transaction or batch block ends"):
+            ztq.ping(inside)  # nothing of it is in Redis yet, and the error says why
         t.send.delay("a@example.org")
         t.add.delay(1, 1)  # a duplicate inside the block is still one task
     assert [h.outcome for h in handles] == ["added", "added", "exists"]

@@ -49,6 +49,7 @@ def oracle(storage: Storage, lost_after: float = 30.0) -> Fleet:
     """What the console showed before: every heartbeat read and counted."""
     counts: dict[str, int] = {}
     threads: dict[str, int] = {}
+    paused: dict[str, int] = {}
     busy = 0
     for info in list_workers(storage, lost_after):
         status = count_key(info.status)
@@ -59,7 +60,9 @@ def oracle(storage: Storage, lost_after: float = 30.0) -> Fleet:
         busy += b
         for q, n in per_queue.items():
             threads[q] = threads.get(q, 0) + n
-    return Fleet(counts, dict(sorted(threads.items())), busy)
+            if status == "paused":  # the threads of paused workers, which take no task
+                paused[q] = paused.get(q, 0) + n
+    return Fleet(counts, dict(sorted(threads.items())), busy, dict(sorted(paused.items())))
 
 
 def test_counts_of_120_workers_in_mixed_states(storage: Storage) -> None:

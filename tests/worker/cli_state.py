@@ -110,6 +110,23 @@ def failed_ago(storage: Storage, queue: str, ages: dict[str, float]) -> None:
         at = now - int(seconds * 1000)
         _shift(storage, queue, task_id, int(storage.client.zscore(errors, task_id)) - at)
         storage.client.zadd(errors, {task_id: at})
+    _newest_in_counters(storage, queue)
+
+
+def _newest_in_counters(storage: Storage, queue: str) -> None:
+    """Point each error group's and kind's counter at its newest error, as fail.lua would
+    have had the errors failed at the times :func:`failed_ago` gave them."""
+    tasks, newest = storage.keys.tasks(queue), {}
+    for task_id, at in storage.client.zrange(storage.keys.errors(queue), 0, -1, withscores=True):
+        meta = split_record(storage.client.hget(tasks, task_id))[0]
+        for mark in ("eg", "ek"):
+            field = f"#{mark}i:{meta.get(mark)}"
+            if field not in newest or at >= newest[field][0]:
+                newest[field] = (at, task_id, str(meta.get("error") or "")[:300])
+    for field, (at, task_id, message) in newest.items():
+        info = json.loads(storage.client.hget(tasks, field) or "{}")
+        info.update(at=int(at), id=task_id, m=message)
+        storage.client.hset(tasks, field, json.dumps(info))
 
 
 def seed(app: App) -> dict[str, Any]:

@@ -52,6 +52,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests import forked_cli
 from tests.worker import cli_state
 from ztq.core import App
 from ztq.worker.embedded import RedisProcess, free_port
@@ -169,8 +170,7 @@ def environment(**extra: str) -> dict[str, str]:
 
 
 def piped(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
-    done = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, timeout=30, check=False)  # fmt: skip
+    done = forked_cli.run(argv, env, merge_stderr=True, timeout=30)
     return done.returncode, done.stdout
 
 

@@ -29,18 +29,24 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @contextlib.contextmanager
 def worker_processes(
-    redis_url: str, logs: Path, count: int, queue: str
+    redis_url: str,
+    logs: Path,
+    count: int,
+    queue: str,
+    imports: str = "tests.sample_tasks",
+    extra: tuple[str, ...] = (),
 ) -> Iterator[list[subprocess.Popen[bytes]]]:
     """``count`` worker processes named w0, w1, ... serving ``queue`` (``NAME:THREADS``),
-    quick heartbeats and leases; SIGKILLed by PID at the end."""
+    quick heartbeats and leases, importing ``imports``, with ``extra`` arguments;
+    SIGKILLed by PID at the end."""
     procs = []
     try:
         for i in range(count):
             log = open(logs / f"w{i}.log", "ab")  # noqa: SIM115 - closed with the process
             procs.append(subprocess.Popen(
                 [sys.executable, "-m", "ztq.worker", "--redis", redis_url, "--name", f"w{i}",
-                 "--import", "tests.sample_tasks", "--queue", queue, "--heartbeat", "0.3",
-                 "--lease", "2", "--log-level", "warning"],
+                 "--import", imports, "--queue", queue, "--heartbeat", "0.3",
+                 "--lease", "2", "--log-level", "warning", *extra],
                 cwd=ROOT, stdout=log, stderr=log))  # fmt: skip
         yield procs
     finally:
@@ -113,3 +119,16 @@ def start_worker(redis_url: str) -> Iterator[Callable[..., Worker]]:
         assert not th.is_alive(), f"worker {worker.id} did not stop"
         # nor does its scheduler outlive it (it would write to the next test's Redis)
         assert worker.scheduler is None or not worker.scheduler.is_alive()
+
+
+@pytest.fixture
+def proxy(redis_server: Any, redis_url: str) -> Iterator[Any]:
+    """ztq's default connection (producers, in-process workers, the test) through a proxy
+    that can drop Redis's replies (tests/proxy.py)."""
+    from tests.proxy import ReplyDropper
+
+    p = ReplyDropper(redis_server.port)
+    ztq.connect(p.url)
+    yield p
+    ztq.disconnect_all()
+    p.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,8 +49,9 @@ def test_one_thread_runs_many_tasks_at_once(start_worker) -> None:
     # each run returns only once 30 runs were in flight together (else it times out)
     assert [h.get(timeout=15) for h in handles] == [30] * 30
     assert async_tasks.state["peak"] == 30
-    info = get_worker(ztq.get_storage(), worker.id)
-    assert info is not None and info.data["threads"] == {"crawl": 30}
+    # the next beat after the executor started says its size (a beat may predate it)
+    info = wait_for(lambda: (i := get_worker(ztq.get_storage(), worker.id)) is not None
+                    and i.data["threads"] == {"crawl": 30} and i)  # fmt: skip
     assert info.data["pool"] == ["async"]
 
 
@@ -261,11 +263,19 @@ def test_concurrent_runs_each_carry_their_own_trace_span(start_worker, redis_url
     app = App("traced-async", redis_url=redis_url, prefix="traced")
     app.add_middleware(OpenTelemetry(tracer_provider=provider))
 
+    inside: dict[str, Any] = {"n": 0}  # fetch spans open now; the event: all ten are
+
     @app.task(name="crawl_page", queue="crawl")
     async def crawl_page(n: int) -> int:
         await asyncio.sleep(0.02)  # the other runs start meanwhile, each with its run span
         with tracer.start_as_current_span(f"fetch {n}"):
-            await asyncio.sleep(0.05)
+            # every fetch span stays open until all ten are: the runs overlap by an event,
+            # not by a sleep that a loaded machine can outlast
+            all_in = inside.setdefault("all", asyncio.Event())
+            inside["n"] += 1
+            if inside["n"] == 10:
+                all_in.set()
+            await asyncio.wait_for(all_in.wait(), 10)
         return n
 
     try:

@@ -25,7 +25,9 @@ IMPORTS = ("tests.channel_tasks",)
 def web_worker(start_worker: Callable[..., Worker], name: str, **options: object) -> Worker:
     """A worker serving queue web, once it reads the queue's broadcasts."""
     w = start_worker({"web": 1}, name=name, imports=IMPORTS, **options)
-    wait_for(lambda: all("web" in r.positions for r in w.channels.readers.values()))
+    # readers appear with the first beat: an empty set is not "every reader joined"
+    readers = w.channels.readers
+    wait_for(lambda: readers and all("web" in r.positions for r in readers.values()))
     return w
 
 
@@ -42,7 +44,7 @@ def test_each_live_worker_runs_a_broadcast_once_and_the_handle_says_how(
     start_worker({"other": 1}, name="elsewhere", imports=IMPORTS)  # does not serve web
     h = t.note.broadcast(str(out), "hi")
     assert h.targets == ("a", "b") and h.task == "tests.channel_tasks.note"
-    runs = h.wait(timeout=10)
+    runs = h.wait(timeout=60)
     assert [(r.worker, r.state, r.expected) for r in runs] == [("a", "done", True),
                                                               ("b", "done", True)]  # fmt: skip
     assert all(r.result == {"pid": r.result["pid"], "text": "hi"} for r in runs)
@@ -52,13 +54,13 @@ def test_each_live_worker_runs_a_broadcast_once_and_the_handle_says_how(
     assert again.targets == h.targets and again.runs() == runs
 
     bad = t.refuse.broadcast("no config here")
-    assert [(r.state, r.error) for r in bad.wait(timeout=10)] == [
+    assert [(r.state, r.error) for r in bad.wait(timeout=60)] == [
         ("failed", "RuntimeError: no config here")
     ] * 2
     # a worker joining now does not run the old ones; a new one it does
     web_worker(start_worker, "c")
     later = t.note.broadcast(str(out), "later")
-    assert [r.worker for r in later.wait(timeout=10)] == ["a", "b", "c"]
+    assert [r.worker for r in later.wait(timeout=60)] == ["a", "b", "c"]
     assert [r.worker for r in h.runs()] == ["a", "b"]
     assert sorted(x.split()[1] for x in lines(out)) == ["hi", "hi", "later", "later", "later"]
 
@@ -69,7 +71,7 @@ def test_a_worker_asked_to_catch_up_runs_what_was_sent_before_it_started(
     out = tmp_path / "out"
     web_worker(start_worker, "first")
     old = t.note.broadcast(str(out), "old")
-    old.wait(timeout=10)
+    old.wait(timeout=60)
     monkeypatch.setattr(ztq.default_app(), "broadcast_catch_up", 60.0)
     web_worker(start_worker, "catcher")
     wait_for(lambda: [r.worker for r in old.runs() if r.state == "done"] == ["catcher", "first"])
@@ -88,7 +90,7 @@ def test_the_worker_setting_broadcast_catch_up_asks_it_of_a_worker(
     out = tmp_path / "out"
     web_worker(start_worker, "first")
     old = t.note.broadcast(str(out), "old")
-    old.wait(timeout=10)
+    old.wait(timeout=60)
     web_worker(start_worker, "plain")  # neither it nor its app asks: it does not run it
     web_worker(start_worker, "catcher", broadcast_catch_up=60.0)
     wait_for(lambda: [r.worker for r in old.runs() if r.state == "done"] == ["catcher", "first"])
@@ -116,7 +118,7 @@ def test_a_broadcast_run_goes_through_the_apps_run_hooks(
         caplog.set_level("DEBUG", logger="ztq.runs")  # the start line is DEBUG
         web_worker(start_worker, "hooked")
         h = t.note.broadcast(str(tmp_path / "out"), "hi")
-        h.wait(timeout=10)
+        h.wait(timeout=60)
         assert seen == [("before", t.note.name, "web"), ("after", t.note.name, "ok")]
         assert f"task start id={h.id} task={t.note.name} queue=web" in caplog.text
     finally:
@@ -135,7 +137,7 @@ def test_a_paused_worker_holds_broadcasts_until_it_resumes(
         h.wait(timeout=0.5)  # still a target: its presence is renewed while paused
     assert {r.worker: r.state for r in h.runs()} == {"busy": "pending", "free": "done"}
     busy.handle_command({"cmd": "resume"})
-    assert [r.state for r in h.wait(timeout=10)] == ["done", "done"]
+    assert [r.state for r in h.wait(timeout=60)] == ["done", "done"]
 
 
 def test_a_paused_queue_holds_its_broadcasts(
@@ -147,7 +149,7 @@ def test_a_paused_queue_holds_its_broadcasts(
     with pytest.raises(ztq.ResultTimeout):
         h.wait(timeout=0.5)
     ztq.get_storage().resume("web")
-    assert [r.state for r in h.wait(timeout=10)] == ["done"]
+    assert [r.state for r in h.wait(timeout=60)] == ["done"]
 
 
 def test_a_stopped_worker_leaves_and_a_dead_one_is_reported_lost(
@@ -165,7 +167,7 @@ def test_a_stopped_worker_leaves_and_a_dead_one_is_reported_lost(
     h = t.note.broadcast(str(tmp_path / "out"), "y")
     assert h.targets == ("ghost", "staying")
     started = time.monotonic()
-    runs = h.wait(timeout=10)  # wakes up when the ghost's presence ends, not later
+    runs = h.wait(timeout=60)  # wakes up when the ghost's presence ends, not later
     assert {r.worker: r.state for r in runs} == {"ghost": "lost", "staying": "done"}
     assert time.monotonic() - started < 2.0
 
@@ -276,7 +278,7 @@ def test_on_a_cluster_one_reader_per_queue_runs_each_queues_broadcasts(
         out = tmp_path / "out"
         sent = [send_broadcast(t.note.prepare((str(out), q), queue=q)) for q in queues]
         for h in sent:
-            assert [(r.worker, r.state) for r in h.wait(timeout=10)] == [("c-1", "done")]
+            assert [(r.worker, r.state) for r in h.wait(timeout=60)] == [("c-1", "done")]
         assert sorted(x.split()[1] for x in lines(out)) == ["alpha", "bravo"]
     finally:
         worker.request_stop()

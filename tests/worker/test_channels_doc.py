@@ -61,7 +61,12 @@ def test_the_broadcast_example_runs_on_each_worker(
 ) -> None:
     for name in ("web-1", "web-2"):
         w = start_worker({"web": 1}, name=name)
-        wait_for(lambda w=w: all("web" in r.positions for r in w.channels.readers.values()))
+        wait_for(
+            lambda w=w: (
+                w.channels.readers
+                and all("web" in r.positions for r in w.channels.readers.values())
+            )
+        )
     code = block("reload_settings.broadcast")
     assert run(code) == shown_after(code)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -91,7 +92,8 @@ def test_env_and_flags_override_the_file(tmp_path: Path, monkeypatch: pytest.Mon
         ("[queues]\nfetchers = a, b async\n", "worker.ini:2: an async pool serves one queue"),
         ("[server]\nlease = 1\n", "at least twice the heartbeat"),
         ("no section header\n", "worker.ini"),
-        ("[other]\nx = 1\n", "no [server] or [queues] section"),
+        ("[other]\nx = 1\n", "worker.ini:1: unknown section [other]"),
+        ("[loggers]\nkeys = root\n", "no [server] or [queues] section"),
     ],
 )
 def test_bad_config_names_the_line(
@@ -121,6 +123,32 @@ def test_cli_reports_a_module_that_does_not_import(
 ) -> None:
     assert main(["worker", "--redis", redis_url, "--import", "no_such_module_xyz", "--burst"]) == 2
     assert "cannot import task module 'no_such_module_xyz'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("source", "says"),
+    [
+        ("def broken(:\n    pass\n", "broken_mod.py:1: SyntaxError: "),
+        ("import os\n\nVALUE = 1 / 0\n", "broken_mod.py:3: ZeroDivisionError: division by zero"),
+    ],
+)
+def test_a_task_module_that_fails_to_import_is_one_line_with_its_file_and_line(
+    source: str,
+    says: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """docs/worker.md promises one line and exit 2; a SyntaxError or an exception raised at
+    import was a raw traceback with exit 1 (issue 39)."""
+    (tmp_path / "broken_mod.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "broken_mod", raising=False)
+    code = main(["worker", "--redis", "redis://127.0.0.1:1/0", "--import", "broken_mod", "--burst"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "cannot import task module 'broken_mod': " in err and says in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
 def test_queue_flags() -> None:

@@ -21,6 +21,7 @@ import pytest
 import ztq.core as ztq
 from tests import sample_tasks as t
 from tests.worker.conftest import wait_for
+from ztq.core.engine.workers import get_worker
 from ztq.worker.embedded import RedisProcess
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,17 +58,23 @@ def read_lines(path: Path) -> list[str]:
 
 
 def test_sigkill_mid_task_loses_nothing(redis_url: str, spawn, tmp_path: Path) -> None:
-    marker = tmp_path / "ran"
+    marker, release = tmp_path / "ran", tmp_path / "release"
     a = spawn(redis_url, "victim")
-    h = t.slow_record.delay(str(marker), "x", 3.0)
-    wait_for(lambda: ztq.ping(h) == "running")
+    h = t.held.delay(str(marker), str(release))  # runs until the test releases it
+    wait_for(lambda: ztq.ping(h) == "running", timeout=30)
+    # the rescuer is up before the kill: the recovery measured is the lease's, not how long
+    # a Python process takes to start on a busy machine (3 s beside two CPU hogs)
+    b = spawn(redis_url, "rescuer")
+    wait_for(lambda: (w := get_worker(ztq.get_storage(), "rescuer")) and w.status == "running",
+             timeout=30)  # fmt: skip
     os.kill(a.pid, signal.SIGKILL)
     killed_at = time.monotonic()
-    spawn(redis_url, "rescuer")
     wait_for(lambda: ztq.ping(h) == "running" and h.record().get("worker") == "rescuer", timeout=15)
     recovery = time.monotonic() - killed_at
+    release.touch()
     wait_for(lambda: ztq.ping(h) == "done", timeout=15)
-    assert marker.read_text() == "x\n"  # the killed run never wrote; the second did
+    # the killed run never ended; the second did
+    assert read_lines(marker) == [f"start {a.pid}", f"start {b.pid}", f"end {b.pid}"]
     assert h.record().get("attempts") == 2
     assert recovery < LEASE + 1.0, recovery  # the scheduler reaps at the lease deadline
     storage = ztq.get_storage()

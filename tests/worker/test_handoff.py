@@ -8,9 +8,11 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -79,12 +81,44 @@ def test_a_task_handed_to_an_executor_that_stops_goes_back(
 def test_a_stopping_worker_does_not_wait_out_its_idle_threads_blocked_reads(
     start_worker: Callable[..., Worker],
 ) -> None:
-    w = start_worker({"default": 1, "mail": 1}, name="quick-stop", idle_wait=5.0)
-    wait_for(lambda: waiter() == "quick-stop")  # blocked in its read for up to 5 s
-    started = time.monotonic()
+    w = start_worker({"default": 1, "mail": 1}, name="quick-stop", idle_wait=60.0)
+    wait_for(lambda: waiter() == "quick-stop")  # blocked in its read for 8 s (MAX_BLOCK)
+    w.request_stop()  # each read is woken: the stop does not wait for one to time out
+    wait_for(lambda: not any(ex.is_alive() for ex in w.executors), timeout=6)
+
+
+def test_a_stopping_worker_wakes_every_idle_thread_of_a_queue(
+    start_worker: Callable[..., Worker], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Four threads blocked on one queue's wake list: one token woke one of them, and the
+    other three waited out their read (an idle 4-thread worker took 5 s to stop)."""
+    storage = ztq.get_storage()
+    reading: set[str] = set()  # the threads blocked in a read now
+    timed_out: list[str] = []
+
+    def watched(method: Callable[..., Any]) -> Callable[..., Any]:
+        def read(*args: Any, **kwargs: Any) -> Any:
+            me = threading.current_thread().name
+            reading.add(me)
+            try:
+                got = method(*args, **kwargs)
+            finally:
+                reading.discard(me)
+            if got is False:  # the read ran out its time: nothing woke it
+                timed_out.append(me)
+            return got
+
+        return read
+
+    for name in ("wait", "wait_handed"):
+        monkeypatch.setattr(storage, name, watched(getattr(storage, name)))
+    w = start_worker({"default": 4}, name="four-stop", idle_wait=60.0)
+    # the four blocked in their read (8 s: MAX_BLOCK), the scheduler in its own
+    wait_for(lambda: {f"ztq-default-{i}" for i in range(4)} <= reading)
+    timed_out.clear()
     w.request_stop()
-    wait_for(lambda: not any(ex.is_alive() for ex in w.executors), timeout=10)
-    assert time.monotonic() - started < 2.0
+    wait_for(lambda: not any(ex.is_alive() for ex in w.executors), timeout=30)
+    assert not timed_out, f"the stop waited for these reads to time out: {timed_out}"
 
 
 @pytest.fixture

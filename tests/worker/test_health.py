@@ -1,5 +1,6 @@
 """Health checks: the worker's /livez and /readyz, the console's /healthz, and the commands
-of docs/deploy.md (Kubernetes probes, the systemd unit, the cron check) run as written."""
+of docs/deploy.md (the Kubernetes manifests of deploy/kubernetes, the systemd unit, the cron
+check) run as written."""
 
 from __future__ import annotations
 
@@ -77,7 +78,8 @@ def worker_ini(tmp_path: Path, redis_url: str) -> Path:
 
 
 def test_health_addresses() -> None:
-    assert parse_address("8080") == ("0.0.0.0", 8080)
+    assert parse_address("8080") == ("127.0.0.1", 8080)  # no login: loopback unless named
+    assert parse_address("0.0.0.0:8080") == ("0.0.0.0", 8080)
     assert parse_address("127.0.0.1:9000") == ("127.0.0.1", 9000)
     assert parse_address("[::1]:9000") == ("::1", 9000)
     for bad in ("", "http", "0", "70000", "host:"):
@@ -90,6 +92,35 @@ def test_a_bad_health_port_stops_the_worker_with_a_clear_error(tmp_path: Path) -
     done = subprocess.run([str(BIN / "ztq"), "worker", "--health-port", "eighty"], env=env,
                           capture_output=True, text=True, timeout=30)  # fmt: skip
     assert done.returncode == 2 and "health must be PORT or HOST:PORT" in done.stderr
+
+
+def test_the_health_port_is_on_loopback_unless_a_host_is_named(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """A bare port answers on 127.0.0.1 only (127.0.0.2 is refused, as any other address of
+    the host would be); ``--health-host 0.0.0.0`` answers on every address."""
+    ini = str(worker_ini(tmp_path, redis_url))
+    for host_flag, reachable in (([], False), (["--health-host", "0.0.0.0"], True)):
+        port = free_port()
+        proc = subprocess.Popen([str(BIN / "ztq"), "worker", "-c", ini, "--health-port",
+                                 str(port), *host_flag],
+                                env={**os.environ, "ZTQ_REDIS_URL": redis_url},
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+        try:
+            wait_for(f"http://127.0.0.1:{port}/livez", 200, proc)
+            if reachable:
+                assert get(f"http://127.0.0.2:{port}/livez")[0] == 200
+            else:
+                with pytest.raises(urllib.error.URLError):
+                    get(f"http://127.0.0.2:{port}/livez")
+            assert stop(proc) == 0, proc.stderr.read()  # type: ignore[union-attr]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    done = subprocess.run([str(BIN / "ztq"), "worker", "--health-host", "0.0.0.0"],
+                          env={**os.environ, "ZTQ_REDIS_URL": redis_url},
+                          capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert done.returncode == 2 and "--health-host needs --health-port" in done.stderr
 
 
 def test_readyz_follows_redis_and_livez_stays_up(tmp_path: Path) -> None:
@@ -110,6 +141,8 @@ def test_readyz_follows_redis_and_livez_stays_up(tmp_path: Path) -> None:
         redis.stop()
         reason = wait_for(base + "/readyz", 503, proc)
         assert "cannot reach Redis" in reason
+        # the answer needs no login: no connection URL, no Redis address in it
+        assert "redis://…" in reason and f":{redis_port}" not in reason, reason
         assert get(base + "/livez")[0] == 200  # a Redis outage is no reason to restart
         redis = RedisProcess(port=redis_port).start()
         wait_for(base + "/readyz", 200, proc)
@@ -121,16 +154,27 @@ def test_readyz_follows_redis_and_livez_stays_up(tmp_path: Path) -> None:
 
 
 def test_the_kubernetes_probes_of_docs_deploy_md(redis_url: str, tmp_path: Path) -> None:
-    [k8s] = [b for b in command_blocks("deploy.md") if "livenessProbe" in b]
-    worker_part, console_part = k8s.split("---")
-    command = json.loads(re.search(r"command: (\[.*\])", worker_part).group(1))  # type: ignore[union-attr]
-    found = re.findall(r"(\w+Probe):\n\s+httpGet: \{path: (\S+), port: (\d+)\}", worker_part)
-    paths = {kind: (path, int(p)) for kind, path, p in found}
+    import yaml
+
+    manifests = REPO / "deploy" / "kubernetes" / "ztq.yaml"  # what docs/deploy.md points to
+    _, _, worker_part, console_part, _ = yaml.safe_load_all(manifests.read_text("utf-8"))
+
+    def container(deployment: dict) -> tuple[dict, dict[str, tuple[str, int]]]:
+        [c] = deployment["spec"]["template"]["spec"]["containers"]
+        ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+        gets = {
+            k: c[k]["httpGet"] for k in ("livenessProbe", "readinessProbe") if "httpGet" in c[k]
+        }
+        probes = {kind: (get["path"], ports[get["port"]]) for kind, get in gets.items()}
+        return c, probes
+
+    worker_container, paths = container(worker_part)
+    command = worker_container["command"]
     assert paths == {"livenessProbe": ("/livez", 8080), "readinessProbe": ("/readyz", 8080)}
-    grace = int(re.search(r"terminationGracePeriodSeconds: (\d+)", worker_part).group(1))  # type: ignore[union-attr]
+    grace = worker_part["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
     port = free_port()
     argv = [a.replace("/etc/ztq/worker.ini", str(worker_ini(tmp_path, redis_url)))
-            .replace("8080", str(port)) for a in command]  # fmt: skip
+            .replace("0.0.0.0:8080", f"127.0.0.1:{port}") for a in command]  # fmt: skip
     argv[0] = str(BIN / argv[0])
     proc = subprocess.Popen(argv, env={**os.environ, "ZTQ_REDIS_URL": redis_url},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
@@ -144,9 +188,10 @@ def test_the_kubernetes_probes_of_docs_deploy_md(redis_url: str, tmp_path: Path)
         if proc.poll() is None:
             proc.kill()
     # the console's container and its probe
-    [pserve, ini] = json.loads(re.search(r"command: (\[.*\])", console_part).group(1))  # type: ignore[union-attr]
-    path, probe_port = re.search(r"httpGet: \{path: (\S+), port: (\d+)\}", console_part).groups()  # type: ignore[union-attr]
-    assert ini == "/etc/ztq/app.ini" and probe_port == "6543"
+    console_container, console_probes = container(console_part)
+    [pserve, ini] = console_container["command"]
+    path, probe_port = console_probes["readinessProbe"]
+    assert ini == "/etc/ztq/app.ini" and probe_port == 6543
     port = free_port()
     app_ini = tmp_path / "app.ini"
     app_ini.write_text(
@@ -166,9 +211,10 @@ def test_the_systemd_unit_of_docs_deploy_md(redis_url: str, tmp_path: Path) -> N
     [unit] = [b for b in command_blocks("deploy.md") if "[Service]" in b]
     service = dict(re.findall(r"^(\w+)=(.*)$", unit, re.M))
     port = free_port()
+    instance = str(port - 8080)  # the instance whose health port is this free one
     line = service["ExecStart"].replace("/srv/shop/.venv/bin/", f"{BIN}/")
     line = line.replace("/etc/ztq/worker.ini", str(worker_ini(tmp_path, redis_url)))
-    line = line.replace("808%i", str(port))
+    line = line.replace("%i", instance).replace("$$", "$")  # as systemd expands them
     name = service["Environment"].split("=", 1)[1].replace("%H", socket.gethostname())
     env = {**os.environ, "ZTQ_REDIS_URL": redis_url, "ZTQ_WORKER_NAME": name.replace("%i", "1")}
     proc = subprocess.Popen(shlex.split(line), env=env, stdout=subprocess.DEVNULL,

@@ -6,25 +6,16 @@ task that ended done is reported refused. Redis is reached through the proxy of
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 import ztq.core as ztq
 from tests import sample_tasks as t
-from tests.core.test_lost_replies import ReplyDropper
+from tests.proxy import ReplyDropper
 from tests.worker.conftest import wait_for
 from ztq.core.engine.record import split_record
-
-
-@pytest.fixture
-def proxy(redis_server: Any, redis_url: str) -> Iterator[ReplyDropper]:
-    p = ReplyDropper(redis_server.port)
-    ztq.connect(p.url)  # the worker's and the test's storage, through the proxy
-    yield p
-    ztq.disconnect_all()
-    p.close()
 
 
 @pytest.mark.parametrize("script", ["fetch", "ack"])

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 import ztq.core as ztq
+from tests import forked_cli
 from tests import sample_tasks as t
 from tests.console import scenario
 from ztq.core.engine.record import split_record
@@ -29,7 +30,7 @@ from ztq.core.engine.storage import Storage
 from ztq.core.engine.task_moves import Finished
 from ztq.core.engine.workers import take_commands
 from ztq.core.monitor import overview, streams
-from ztq.worker.cli import ops, terminal
+from ztq.worker.cli import ops, tasks, terminal
 from ztq.worker.cli.commands import main
 
 ZTQ = str(Path(sys.executable).with_name("ztq"))
@@ -229,7 +230,7 @@ def test_bulk_delete_takes_only_the_matching_errors(
     assert code == 2 and "--errors with --all, --task or --grep" in err
 
 
-TABLES = (ops.QUEUE_COLUMNS, ops.WORKER_COLUMNS, ops.ERROR_COLUMNS, ops.GROUP_COLUMNS)
+TABLES = (ops.QUEUE_COLUMNS, ops.WORKER_COLUMNS, tasks.ERROR_COLUMNS, tasks.GROUP_COLUMNS)
 HEADERS = {c.header for columns in TABLES for c in columns} | {"FIELD", "VALUE"}
 TITLES = ("Queues", "Workers", "Errors", "Error groups")
 
@@ -298,8 +299,7 @@ def test_the_terminal_formats_of_times_and_json() -> None:
 
 def check(redis_url: str, *argv: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "ZTQ_REDIS_URL": redis_url}
-    return subprocess.run([ZTQ, "check", *argv], env=env, capture_output=True, text=True,
-                          timeout=30, check=False)  # fmt: skip
+    return forked_cli.run([ZTQ, "check", *argv], env, timeout=30)
 
 
 def test_check_exits_non_zero_with_a_reason(store: Storage, redis_url: str) -> None:
@@ -378,8 +378,7 @@ def test_every_command_of_docs_cli_md_runs(store: Storage, redis_url: str) -> No
             line = line.replace(name, value)
         if "delete mail" in line and "--yes" not in line:
             line += " --yes"  # no terminal to ask on: the doc says so
-        done = subprocess.run([ZTQ, *shlex.split(line)[1:]], env=env, capture_output=True,
-                              text=True, timeout=30, check=False)  # fmt: skip
+        done = forked_cli.run([ZTQ, *shlex.split(line)[1:]], env, timeout=30)
         expected = {1} if "revoke" in line else {0}  # no such token
         if line.startswith(("ztq check", "ztq alerts")):
             expected = {0, 1}  # the populated Redis has a queue whose worker is lost
@@ -387,6 +386,8 @@ def test_every_command_of_docs_cli_md_runs(store: Storage, redis_url: str) -> No
             expected = {0, 1}  # 1: 'queue purge mail errors' above took it (no task ...)
         if "0000dead" in line or "nosuchqueue" in line:
             expected = {1}  # docs/cli.md, "Exit codes": not found
+        if line.startswith("ztq queue forget"):
+            expected = {1}  # the queue holds tasks: refused, as the page shows
         if line == "ztq redo mail" or line.startswith("ztq enqueue") and "--queue" not in line:
             expected = {2}  # a usage error; shop.mail.send is not importable here
         assert done.returncode in expected, f"{line}: {done.returncode} {done.stderr}"
@@ -418,3 +419,78 @@ def test_task_json_gives_the_result_as_json_not_as_a_string(
     assert code == 0 and "result: 15.0" in out
     zero = list(results)[2]
     assert "result: 0" in run(capsys, redis_url, "task", zero)[1]  # a falsy result is shown
+
+
+def test_ztq_task_cuts_large_arguments_and_full_prints_them_whole(
+    store: Storage, redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Arguments over ARGS_SHOWN characters are cut with their whole size (issue 39, point
+    8); ``--full`` prints every byte, as JSON; small ones are shown as before."""
+    big = "é" * 1_500_000  # 3,000,000 bytes as UTF-8
+    task_id = t.send.prepare(("ann@example.org", big)).enqueue().id
+    code, out, _ = run(capsys, redis_url, "task", task_id)
+    assert code == 0 and len(out) < 20_000, len(out)
+    flat = re.sub(r"\s+", " ", out)
+    assert f"… 2.9 MB in all (ztq task {task_id} --full prints all)" in flat, flat[-600:]
+    code, out, _ = run(capsys, redis_url, "task", task_id, "--full")
+    assert code == 0 and len(out) > 1_500_000
+    whole = json.loads(out.split("arguments: ", 1)[1].splitlines()[0])
+    assert whole["args"] == ["ann@example.org", big] and whole["task"] == t.send.name
+    code, out, _ = run(capsys, redis_url, "task", task_id, "--full", "--json")
+    assert json.loads(out)["args"] == ["ann@example.org", big]
+    small = t.send.prepare(("bob@example.org", "hi")).enqueue().id
+    out = run(capsys, redis_url, "task", small)[1]
+    assert "bob@example.org" in out and "in all" not in out
+
+
+def test_queue_forget_removes_an_idle_queue_and_refuses_one_that_holds_or_is_served(
+    store: Storage, redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``ztq queue forget`` (issue 39, point 2: ``default = abc`` left a queue ``abc`` for
+    good): refused in one line (exit 1) while the queue holds a task or a worker serves it;
+    then gone from ``ztq info`` with its settings, stats and records, and audited."""
+    t.add.prepare((1, 2)).with_options(queue="abc").enqueue()
+    code, _, err = run(capsys, redis_url, "queue", "forget", "abc")
+    assert (code, err) == (1, "ztq: abc holds 1 ready tasks (normal): not forgotten\n")
+    [lease] = store.fetch("abc", "w1", "x", 60_000)
+    code, _, err = run(capsys, redis_url, "queue", "forget", "abc")
+    assert (code, err) == (1, "ztq: abc holds 1 running tasks: not forgotten\n")
+    assert store.ack("abc", "w1", [Finished(lease.id, lease.token, "add", "3")]) == []
+    store.pause("abc")  # a setting: forgotten with the queue
+    scenario.heartbeat(store, "w1", threads={"abc": 2})
+    code, _, err = run(capsys, redis_url, "queue", "forget", "abc")
+    assert (code, err) == (
+        1,
+        "ztq: 2 live worker thread(s) serve abc (see ztq workers): not forgotten\n",
+    )
+    scenario.heartbeat(store, "w1", status="stopped", threads={"abc": 2})
+    scenario.heartbeat(store, "w2", threads={"abc": 1})
+    scenario.make_lost(store, "w2")  # a lost worker serves nothing (as every page counts)
+    assert "abc" in store.queues() and store.client.keys("*{abc}*")
+    code, out, _ = run(capsys, redis_url, "queue", "forget", "abc")
+    assert (code, out) == (0, "abc forgotten\n")
+    assert "abc" not in store.queues()
+    left = store.client.keys("*{abc}*")  # one request's and one fetch's ids: they expire
+    assert all(store.client.pttl(k) > 0 for k in left) and len(left) <= 2, left
+    assert "no queue yet" in run(capsys, redis_url, "info")[1]  # the lost w2 still names it
+    assert "forget queue" in str(store.client.xrange(store.keys.audit))
+    code, _, err = run(capsys, redis_url, "queue", "forget", "abc")
+    assert (code, err) == (1, "ztq: no queue abc\n")
+
+
+def test_info_shows_the_busiest_keys(
+    store: Storage, redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.key_tasks import Q, send_mail
+
+    for i in range(4):
+        send_mail.delay("acme", i)
+    for key in ("k1", "k2", "k3", "k4", "k5", "k6"):
+        send_mail.delay(key, 0)
+    store.pause_key(Q, "k6")
+    store.fetch(Q, "w", "t", 60_000, 20)  # 2 of acme (its limit), one of each other
+    out = run(capsys, redis_url, "info")[1]
+    assert re.search(r"^mailer\s+acme\s+2\s+2\s+running limit\s*$", out, re.M)
+    assert re.search(r"^mailer\s+k6\s+1\s+0\s+paused\s*$", out, re.M)
+    data = json.loads(run(capsys, redis_url, "info", "--json")[1])
+    assert data["keys"][Q]["waiting"] == 3 and data["keys"][Q]["running"] == 7

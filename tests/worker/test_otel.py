@@ -41,9 +41,10 @@ def test_a_trace_runs_from_the_request_through_the_enqueue_into_the_run(redis_ur
     worker = worker_for(app, app.connect(redis_url))
     try:
         with tracer.start_as_current_span("POST /checkout"):
-            charge.enqueue((7,), callback=notify.prepare((1,)))
-            decline.delay()
-        assert worker.drain() == 3  # charge, decline, then charge's callback
+            charged = charge.enqueue((7,), callback=notify.prepare((1,)))
+            declined = decline.delay()
+            loose = notify.enqueue((2,), unique=False)  # a random id: the span has it too
+        assert worker.drain() == 4  # charge, decline, notify, then charge's callback
     finally:
         app.disconnect_all()
     spans = {s.name: s for s in exporter.get_finished_spans()}
@@ -60,6 +61,17 @@ def test_a_trace_runs_from_the_request_through_the_enqueue_into_the_run(redis_ur
     failed = spans["run decline"]
     assert failed.status.status_code == StatusCode.ERROR
     assert "card declined" in failed.status.description
+    [event] = failed.events  # the exception, as the semantic conventions name it
+    assert event.name == "exception"
+    assert event.attributes["exception.type"] == "ValueError"
+    assert event.attributes["exception.message"] == "card declined"
+    assert "in decline" in event.attributes["exception.stacktrace"]
+    for name, handle in (("charge", charged), ("decline", declined)):
+        attributes = spans[f"enqueue {name}"].attributes
+        assert attributes["ztq.task_id"] == handle.id == attributes["messaging.message.id"]
+        assert attributes["messaging.destination.name"] == "default"
+    loose_spans = [s for s in exporter.get_finished_spans() if s.name == "enqueue notify"]
+    assert loose.id in {s.attributes["ztq.task_id"] for s in loose_spans}
 
 
 def test_without_opentelemetry_the_middleware_says_what_to_install(monkeypatch) -> None:

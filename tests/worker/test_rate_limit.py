@@ -8,7 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -30,6 +30,35 @@ def workers(redis_url: str, tmp_path: Path) -> Iterator[list[subprocess.Popen[by
 
         wait_for(lambda: len(list_workers(ztq.get_storage(), 30)) == 2, timeout=20)
         yield procs
+
+
+@pytest.fixture
+def idle_workers(
+    redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """The same two processes with idle_wait 30 s: a thread that looks again within the
+    test's windows did so because of a token or a wake-up, never because its wait ended."""
+    monkeypatch.setenv("ZTQ_IDLE_WAIT", "30")
+    with worker_processes(redis_url, tmp_path, 2, f"{Q}:3") as procs:
+        from ztq.core.monitor.workers import list_workers
+
+        wait_for(lambda: len(list_workers(ztq.get_storage(), 30)) == 2, timeout=20)
+        yield procs
+
+
+def settled(count: Callable[[], int], quiet: float = 1.0, timeout: float = 20.0) -> int:
+    """``count()`` once it kept its value for ``quiet`` seconds (threads of a loaded machine
+    may take their first look late)."""
+    last, since = count(), time.monotonic()
+    deadline = since + timeout
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        now = count()
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            return now
+    raise AssertionError(f"still changing after {timeout}s")
 
 
 def starts() -> list[tuple[int, str]]:
@@ -58,21 +87,22 @@ def test_two_processes_share_the_rate(workers: list[subprocess.Popen[bytes]]) ->
     assert 10 <= measured <= 20.5  # the drain keeps close to the limit, never above it
 
 
-def test_a_throttled_thread_sleeps_until_its_token(workers: list[subprocess.Popen[bytes]]) -> None:
+def test_a_throttled_thread_sleeps_until_its_token(
+    idle_workers: list[subprocess.Popen[bytes]],
+) -> None:
     ztq.configure_queue(Q, rate_limit="1/m")
     handles = [t.add.delay(i, 1) for i in range(4)]
     wait_for(lambda: handles[0].state.value == "done", timeout=10)
     wait_for(lambda: throttled() > 0, timeout=5)
-    time.sleep(0.5)  # the six threads each looked once (or were woken once by a fetch)
-    settled = throttled()
-    assert settled <= 12
-    time.sleep(3)  # no thread polls: nobody fetches again before its token or idle_wait (5 s)
-    assert throttled() == settled
+    looked = settled(throttled)  # the six threads each looked once (or were woken once)
+    assert looked <= 12
+    time.sleep(3)  # no thread polls: nobody fetches again before its token (a minute away)
+    assert throttled() == looked
     assert [h.state.value for h in handles[1:]] == ["queued"] * 3  # waiting, never failed
     ztq.configure_queue(Q, rate_limit=None)  # lifted: the sleeping threads wake at once
     lifted = time.monotonic()
     wait_for(lambda: all(h.state.value == "done" for h in handles), timeout=5, every=0.02)
-    assert time.monotonic() - lifted < 3  # woken: not at the end of idle_wait (5 s)
+    assert time.monotonic() - lifted < 3  # woken: not at the end of idle_wait (30 s)
     assert all(ztq.get_storage().record(Q, h.id).meta.get("attempts") == 1 for h in handles)
 
 

@@ -198,8 +198,14 @@ def test_a_redis_back_without_its_data_is_reported_once(
     assert "refused" not in text and "lost the lease" not in text, text
     assert "ztq_worker_redis_data_lost_total 1" in get(base + "/metrics")[1]
     storage = ztq.get_storage()
-    events = [e[1] for e in storage.client.xrange(storage.keys.events)]
-    assert [e["kind"] for e in events if e["worker"] == "watcher"] == ["redis"]
+
+    def kinds() -> list[str]:
+        events = [e[1] for e in storage.client.xrange(storage.keys.events)]
+        return [e["kind"] for e in events if e["worker"] == "watcher"]
+
+    # the event is a deferred write of the worker's main loop: it may come after the task
+    wait_for(alive(proc, lambda: kinds() != []), timeout=15)
+    assert kinds() == ["redis"]
     assert "default" in storage.queues()  # registered again
     as_documented("Redis restarted empty", text)
 

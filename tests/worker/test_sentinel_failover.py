@@ -178,7 +178,9 @@ def _run_failover(
         new = sentinel.wait_for_failover(old)
         promoted = time.monotonic()
         # keep the load on until the worker and the console have worked on the new master
-        wait_for(lambda: any(v > promoted + 2 for v in load.acked.values()), timeout=20)
+        # a copy first (list() of a dict's values holds the GIL): the producer thread adds
+        # to the dict while this looks, and iterating it then raised "changed size"
+        wait_for(lambda: any(v > promoted + 2 for v in list(load.acked.values())), timeout=20)
         wait_for(lambda: any(at > promoted and s == 200 for at, s in load.pages), timeout=20)
         wait_for(lambda: load.progress[-1][0] > promoted + 2, timeout=20)
     finally:

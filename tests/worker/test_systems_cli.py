@@ -156,4 +156,4 @@ def test_the_commands_of_docs_systems_md_run_as_written(
         outputs.append(capsys.readouterr().out)
     assert "eu (default)" in outputs[0] and "us" in outputs[0]
     assert "beta" in outputs[1] and "alpha" not in outputs[1]  # us's queues
-    assert "tests.sample_tasks.boom (3)" in outputs[2]  # us's three errors, one group
+    assert "in boom  beta (3)" in outputs[2]  # us's three errors, one group, in queue beta

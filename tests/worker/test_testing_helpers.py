@@ -95,8 +95,24 @@ def test_the_testing_md_project_passes(pytester: pytest.Pytester) -> None:
     from pathlib import Path
 
     text = (Path(__file__).resolve().parents[2] / "docs" / "testing.md").read_text("utf-8")
-    tasks, conftest, tests = re.findall(r"^```python\n(.*?)^```", text, re.S | re.M)
+    tasks, conftest, tests, _ = re.findall(r"^```python\n(.*?)^```", text, re.S | re.M)
     pytester.makeconftest(conftest)
     pytester.makepyfile(tasks=tasks, test_tasks=tests)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
     result.assert_outcomes(passed=2)
+
+
+def test_the_testing_md_in_memory_example_prints_what_it_shows() -> None:
+    """docs/testing.md, "The in-memory engine": the example, and the output shown after it."""
+    import contextlib
+    import io
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "testing.md").read_text("utf-8")
+    section = text[text.index("## The in-memory engine") :]
+    code, shown = re.findall(r"^```[a-z]*\n(.*?)^```", section, re.S | re.M)[:2]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "docs/testing.md", "exec"), {"__name__": "docs_testing"})  # noqa: S102
+    assert out.getvalue() == shown

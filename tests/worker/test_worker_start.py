@@ -12,6 +12,7 @@ import pytest
 from ztq.worker.cli.commands import main
 from ztq.worker.config import ScaleSpec, ThreadSpec, WorkerConfig
 from ztq.worker.logs import HANDLER
+from ztq.worker.startup import start_summary
 from ztq.worker.worker import Worker
 
 
@@ -56,7 +57,7 @@ def test_the_summary_masks_the_password_and_names_the_app_and_health_port() -> N
         scaled=(ScaleSpec("crawl", 10, 200, "async"),),
         health="127.0.0.1:8099",
     )  # fmt: skip
-    text = Worker(cfg).start_summary()
+    text = start_summary(cfg, cfg.worker_id)
     assert "s3cret" not in text
     assert text.splitlines()[1:] == [
         "  app: tests.app_tasks:app",
@@ -66,3 +67,27 @@ def test_the_summary_masks_the_password_and_names_the_app_and_health_port() -> N
         "  queue crawl: 10..200 async tasks at once, autoscaled",
         "  health: 127.0.0.1:8099 (/livez, /readyz)",
     ]
+
+
+def test_burst_on_an_empty_queue_exits_without_waiting_idle_wait_or_a_heartbeat(
+    redis_url: str,
+) -> None:
+    """Issue 39: ``--burst`` took 8 s to exit on an empty queue (an executor's idle wait,
+    then the main loop's heartbeat). With both at 60 s, the worker still ends at once: the
+    drained executor does not block, and its end wakes the main loop (an event)."""
+    import threading
+
+    import ztq.core as ztq
+
+    cfg = WorkerConfig(redis_url=redis_url, name="burst-empty", burst=True, lease=120.0,
+                       heartbeat=60.0, idle_wait=60.0,
+                       threads=(ThreadSpec("default-0", ("default",)),))  # fmt: skip
+    worker = Worker(cfg, ztq.get_storage())
+    runner = threading.Thread(target=worker.run, daemon=True)
+    runner.start()
+    runner.join(30)  # bounded: before the change it took idle_wait + heartbeat, 120 s
+    alive = runner.is_alive()
+    if alive:
+        worker.request_stop()
+        runner.join(70)
+    assert not alive

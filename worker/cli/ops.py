@@ -13,11 +13,10 @@ first (``--yes`` skips the question; without a terminal it is required).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import getpass
-import json
 import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -26,28 +25,27 @@ from rich.text import Text
 
 from ztq.core import settings
 from ztq.core.engine.connection import make_client
+from ztq.core.engine.features.key_turns import KeyTotals
 from ztq.core.engine.keys import check_queue
-from ztq.core.engine.record import TaskRecord
 from ztq.core.engine.storage import Storage
 from ztq.core.engine.workers import DEFAULT_LOST_AFTER, autoscale_of, get_worker, send_command
 from ztq.core.errors import ConnectionFailed, NotFound, ZtqError
 from ztq.core.monitor import bulk, overview, streams
 from ztq.core.monitor import queues as monitor
-from ztq.core.monitor.filters import task_matcher
-from ztq.core.monitor.fmt import size
-from ztq.core.monitor.groups import group_errors
+from ztq.core.monitor.fmt import memory_summary, size
 from ztq.core.monitor.systems import health_of_all
+from ztq.core.monitor.workers import forget_queue
 from ztq.worker.cli import batches as batch_cli
 from ztq.worker.cli import terminal
+
+# ``errors`` and ``task`` live in tasks.py; commands.py runs every command from here
+from ztq.worker.cli.tasks import Connect, cmd_errors, cmd_task  # noqa: F401
 from ztq.worker.cli.terminal import Col
 
 STATUS_STYLE = {"running": "green", "paused": "yellow", "stopping": "yellow",
                 "stopped": "dim", "lost": "bold red"}  # fmt: skip
 GONE = ("stopped", "lost")  # the CPU and memory of their last report are not of now
-TIMES = ("enqueued", "due", "started", "ended", "failed")  # epoch ms in a task's dict
 BULK_BATCH = 500
-SCAN_BUDGET = 10_000  # errors a filtered list may read to fill its page
-Connect = Callable[[argparse.Namespace], Storage]
 
 
 def _who() -> str:
@@ -78,11 +76,6 @@ WORKER_COLUMNS = (Col("WORKER"), Col("STATUS"), Col("HOST", drop=3),
                   Col("PID", number=True, drop=4), Col("CPU", number=True, drop=1),
                   Col("MEMORY", number=True, drop=2), Col("THREADS", wrap=16),
                   Col("CURRENT", wrap=28), Col("LAST REPORT", number=True))  # fmt: skip
-ERROR_COLUMNS = (Col("ID"), Col("QUEUE"), Col("TASK", drop=2), Col("ERROR", wrap=24),
-                 Col("FAILED", number=True, drop=1),
-                 Col("ATTEMPTS", number=True, drop=3))  # fmt: skip
-GROUP_COLUMNS = (Col("COUNT", number=True), Col("ERROR", wrap=24), Col("WHERE", wrap=20, drop=1),
-                 Col("TASKS", wrap=16, drop=2), Col("LAST", number=True))  # fmt: skip
 
 
 # -- reads -----------------------------------------------------------------------------------
@@ -129,12 +122,39 @@ def _shown_workers(storage: Storage, show_all: bool) -> tuple[list[dict[str, Any
     return shown, len(everyone) - len(shown)
 
 
+def _busiest_keys(storage: Storage, queues: list[dict[str, Any]]) -> dict[str, KeyTotals]:
+    """The 5 busiest keys of each queue that has keyed tasks waiting or running."""
+    found = {q["name"]: storage.key_totals(q["name"], 5) for q in queues if not q.get("shards")}
+    return {name: t for name, t in found.items() if t.top}
+
+
+def _keys_table(keys: dict[str, KeyTotals]) -> RenderableType:
+    t = terminal.table(Col("QUEUE"), Col("KEY"), Col("WAITING", number=True),
+                       Col("RUNNING", number=True), Col("HELD"), title="Busiest keys")  # fmt: skip
+    for name, totals in keys.items():
+        for k in totals.top:
+            t.add_row(name, Text(k.key), str(k.waiting), str(k.running), k.held or "–")
+        if totals.other_waiting or totals.other_running:
+            t.add_row(name, Text("other keys", style="dim"), str(totals.other_waiting),
+                      str(totals.other_running), "")  # fmt: skip
+    return t
+
+
 def _info(storage: Storage, show_all: bool) -> tuple[dict[str, Any], RenderableType]:
     queues = overview.queues(storage, storage.queues(), DEFAULT_LOST_AFTER)
     workers, hidden = _shown_workers(storage, show_all)
     recent, batches_shown = batch_cli.recent(storage)  # the newest batches (docs/batches.md)
-    data = {"queues": queues, "workers": workers, "stopped_hidden": hidden, "batches": recent}
-    parts: list[RenderableType] = [_queues_table(queues), Text("")]
+    memory = monitor.redis_memory(storage, [q["name"] for q in queues])
+    data = {"queues": queues, "workers": workers, "stopped_hidden": hidden, "batches": recent,
+            "redis_memory": memory}  # fmt: skip
+    shown = Text(memory_summary(memory))  # and from 80% of maxmemory, the warning
+    if memory["warning"]:
+        shown.append("\n" + memory["warning"], style="bold red")
+    keys = _busiest_keys(storage, queues)  # docs/queue-controls.md, "Per-key limits"
+    data["keys"] = {name: dataclasses.asdict(t) for name, t in keys.items()}
+    parts: list[RenderableType] = [_queues_table(queues), shown, Text("")]
+    if keys:
+        parts += [_keys_table(keys), Text("")]
     if workers:
         parts.append(_workers_table(workers))
     else:
@@ -170,79 +190,6 @@ def cmd_workers(args: argparse.Namespace, connect: Connect) -> int:
     return 0
 
 
-def _error_rows(storage: Storage, args: argparse.Namespace, limit: int) -> list[monitor.Row]:
-    queues = storage.shards_of(check_queue(args.queue)) if args.queue else storage.queues()
-    match = task_matcher(args.task or "", args.grep or "")
-    page = monitor.score_page(storage, "errors", queues, None, limit, match=match,
-                              budget=max(limit, SCAN_BUDGET))  # fmt: skip
-    return page.rows
-
-
-def _show_task(rec: TaskRecord, as_json: bool) -> None:
-    data = overview.task_dict(rec, full=True)
-    if as_json:
-        terminal.print_json(data)
-        return
-    console = terminal.out()
-    t = terminal.table(Col("FIELD"), Col("VALUE", wrap=20))
-    for key, value in data.items():
-        if key not in ("traceback", "traceback_truncated", "options") and "result" not in key:
-            t.add_row(key, terminal.when(value) if key in TIMES else str(value))
-    console.print(t)
-    result = data.get("result_truncated", data.get("result_text"))
-    result = json.dumps(data["result"]) if "result" in data else result  # 0, "0", null apart
-    if result is not None:
-        console.print(Text("result: ", style="bold") + Text(result))
-    if data.get("traceback"):
-        console.print(Text(str(data["traceback"]), style="red"))
-
-
-def cmd_errors(args: argparse.Namespace, connect: Connect) -> int:
-    storage = connect(args)
-    if args.id:
-        return cmd_task(args, connect, storage)
-    if args.groups:
-        groups = group_errors(_error_rows(storage, args, args.window))
-        if args.json:
-            terminal.print_json([vars(g) for g in groups])
-            return 0
-        t = terminal.table(*GROUP_COLUMNS, title="Error groups")
-        now = time.time() * 1000
-        for g in groups:
-            tasks = ", ".join(f"{name} ({n})" for name, n in sorted(g.tasks.items()))
-            t.add_row(str(g.count), g.message[:120], g.frame or "–", tasks,
-                      f"{_ago(now - g.last)} ago")  # fmt: skip
-        terminal.out().print(t if groups else "no errors")
-        return 0
-    rows = _error_rows(storage, args, args.limit)
-    if args.json:
-        terminal.print_json([overview.row_dict(r, "failed_at") for r in rows])
-        return 0
-    t = terminal.table(*ERROR_COLUMNS, title="Errors")
-    now = time.time() * 1000
-    for r in rows:
-        rec = r.record
-        if rec is None:
-            continue
-        t.add_row(r.id, r.queue, rec.task, str(rec.get("error") or "")[:120],
-                  f"{_ago(now - (r.score or now))} ago", str(rec.get("attempts") or 0))  # fmt: skip
-    terminal.out().print(t if rows else "no errors")
-    return 0
-
-
-def cmd_task(args: argparse.Namespace, connect: Connect, storage: Storage | None = None) -> int:
-    storage = storage or connect(args)
-    found = monitor.find_task(storage, args.id, check_queue(args.queue) if args.queue else None)
-    if not found:
-        terminal.err().print(
-            f"ztq: no task {args.id}" + (f" in {args.queue}" if args.queue else "")
-        )
-        return 1
-    for rec in found:
-        _show_task(rec, args.json)
-    return 0
-
-
 # -- writes ----------------------------------------------------------------------------------
 def _command_workers(storage: Storage, args: argparse.Namespace) -> int:
     extra: dict[str, Any] = {}
@@ -251,7 +198,8 @@ def _command_workers(storage: Storage, args: argparse.Namespace) -> int:
     if command == "set_threads":
         if args.queue is None or args.count is None or not 0 <= args.count <= 256:
             raise ZtqError("ztq workers threads WORKER --queue QUEUE --count N (0 to 256)")
-        extra = {"queue": check_queue(args.queue), "threads": args.count}
+        # a queue Redis does not know is refused: a typo was served (issue 39)
+        extra = {"queue": _queue(storage, args.queue)[0], "threads": args.count}
     elif command == "autoscale":
         if args.queue is None:
             raise ZtqError("ztq workers auto WORKER --queue QUEUE")
@@ -303,6 +251,14 @@ def cmd_queue(args: argparse.Namespace, connect: Connect) -> int:
         return purge(storage, queue, args.what, args.yes)
     if args.action == "limit":
         return limit(storage, queue, args)
+    if args.action == "forget":  # only a queue that holds nothing and nobody serves
+        why = forget_queue(storage, queue)
+        if why:
+            print(f"ztq: {why}: not forgotten", file=sys.stderr)
+            return 1
+        _audit(storage, "forget queue", queue=queue)
+        print(f"{queue} forgotten")
+        return 0
     if args.action == "pause":
         storage.pause(queue)
     else:
@@ -317,6 +273,7 @@ def limit(storage: Storage, queue: str, args: argparse.Namespace) -> int:
     an option, show them."""
     changes: dict[str, Any] = {}
     for option, name, top in (("--max-running", "max_running", 10_000),
+                              ("--key-concurrency", "key_concurrency", 10_000),
                               ("--max-pending", "max_pending", 100_000_000)):  # fmt: skip
         value = getattr(args, name)
         if value is None:

@@ -20,6 +20,8 @@ OPTIONS = ("shards",)  # the KEY=VALUE words an entry may hold
 MAX_THREADS = 256
 MAX_ASYNC = 10_000  # coroutines of one async pool
 RANGE = re.compile(r"^(\d+)\.\.(\d+)$")
+# a word of a list of queues that reads as a number (-2, 2.5, +3, 1e3) is a mistyped count
+NUMBERISH = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 # the one grammar of a queue entry, as the ini and --queue spell it (docs/worker.md)
 INI_FORM = ("QUEUE = N|MIN..MAX [thread|process|async] [shards=S], or "
             "THREAD = QUEUE, QUEUE ... [thread|process] [fair|strict]")  # fmt: skip
@@ -120,6 +122,11 @@ def parse_queue_entry(
         for word in words:  # a list of queues: names only, then [pool] [order]
             if _misplaced(word):
                 raise ConfigError(f"{where}{head}{_stray(word)}; the form is {form}")
+            if NUMBERISH.match(word):
+                raise ConfigError(
+                    f"{where}{head}{word!r} is not a thread count (a whole number >= 1) nor a "
+                    f"queue name; the form is {form}"
+                )
         if shards > 1:
             raise ConfigError(
                 f"{where}shards=N goes with a thread count ('{words[0]} = 4 shards={shards}'), "
@@ -127,6 +134,7 @@ def parse_queue_entry(
             )
         for q in words:
             check_queue(q)
+        check_list_name(key, words, where, head)
         if not NAME.match(key):
             raise ConfigError(f"{where}thread name {key!r} is not allowed")
         if pool == "async":
@@ -137,6 +145,18 @@ def parse_queue_entry(
         return [ThreadSpec(key, tuple(words), pool, fair=fair)]
     except InvalidName as exc:
         raise ConfigError(f"{where}{exc}") from exc
+
+
+def check_list_name(key: str, queues: list[str], where: str, head: str = "") -> None:
+    """The list form ``THREAD = QUEUE, QUEUE ...`` names a thread: a name that is a queue's
+    (``default`` here; the queues of the imported tasks at the worker's start) and that the
+    list leaves out reads as a mistyped count (``default = abc`` once served a
+    queue named ``abc`` and left ``default`` without a thread)."""
+    if key == "default" and key not in queues:
+        raise ConfigError(
+            f"{where}{head}'default' is a queue: give it a thread count ('default = 2'); a "
+            "thread serving a list of queues is named otherwise ('fast = urgent, default')"
+        )
 
 
 def parse_scale_entry(

@@ -57,6 +57,7 @@ class WorkerConfig:
     max_lost: int = 3  # a task that lost its worker this often is a poison pill
     prefetch: int = 32  # most tasks one executor leases in one call (adaptive, see executor)
     result_ttl: float = 3600.0
+    compact_finished: bool = False  # finished records keep state and times only (_lib.lua)
     history_maxlen: int = 10_000
     grace: float = 30.0  # seconds running tasks get to finish on SIGTERM
     idle_wait: float = 5.0  # longest block on the wake lists

@@ -39,7 +39,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("active_config", boolean, True, "may the console change the worker's threads",
             app_key=None, worker_keys=("active_config",)),
     Setting("health", host_port, "", "serve /livez and /readyz on PORT or HOST:PORT (flag "
-            "--health-port; HOST defaults to 0.0.0.0); empty: no health endpoints",
+            "--health-port; HOST defaults to 127.0.0.1, flag --health-host); empty: no "
+            "health endpoints",
             app_key=None, worker_keys=("health",)),
     _worker("lease", number(0, above=True), 15.0,
             "seconds a fetched task is held without a heartbeat renewing it"),
@@ -51,6 +52,9 @@ SETTINGS: tuple[Setting, ...] = (
             "most tasks one executor leases in one call"),
     _worker("result_ttl", number(0), 3600.0,
             "seconds a finished record and its result are kept; 0 = dropped at once"),
+    _worker("compact_finished", boolean, False,
+            "keep a compact finished record (state and times; no arguments, no result) "
+            "for result_ttl: for tasks whose result nobody reads"),
     _worker("history_maxlen", number(1, whole=True), 10_000,
             "cap of each queue's history stream"),
     _worker("grace", number(0, above=True), 30.0,

@@ -2,7 +2,7 @@
 
 ``--queue crawl:200:async`` (``crawl = 200 async`` in ``[queues]``) gives the queue one
 :class:`AsyncExecutor`. Around each run it does what a thread executor does (the shared
-:class:`~ztq.worker.executors.threads.BaseExecutor`): the same leases, fencing tokens, scripts and
+:class:`~ztq.worker.executors.base.BaseExecutor`): the same leases, fencing tokens, scripts and
 middleware hooks. Its loop leases as many tasks as it has free places, in one round trip
 with the acks and failures of the runs that ended since, and starts each as an asyncio task;
 it waits on the queue's wake list and on its own runs ending at once. Lease renewal and
@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ztq.core.client.aio import AsyncStorage, make_async_client
+from ztq.core.engine.aio.transport import AsyncStorage, make_async_client
 from ztq.core.engine.fault_kinds import applied_before
 from ztq.core.engine.storage import Leased
 from ztq.core.errors import ConfigError, ZtqError
@@ -28,11 +28,11 @@ from ztq.core.middleware.base import Outcome, Run
 from ztq.worker.config import ThreadSpec
 from ztq.worker.context import RunContext, set_current
 from ztq.worker.execute import Killed, SoftTimeout, acall
+from ztq.worker.executors.base import BaseExecutor
 from ztq.worker.executors.batches import relay_ends
-from ztq.worker.executors.threads import BaseExecutor
 
 if TYPE_CHECKING:
-    from ztq.worker.worker import Worker
+    from ztq.worker.executors.host import ExecutorHost
 
 
 log = logging.getLogger(__name__)
@@ -57,8 +57,8 @@ class InFlight:
 
 
 class AsyncExecutor(BaseExecutor):
-    def __init__(self, worker: Worker, spec: ThreadSpec) -> None:
-        super().__init__(worker, spec)
+    def __init__(self, host: ExecutorHost, spec: ThreadSpec) -> None:
+        super().__init__(host, spec)
         if len(spec.queues) != 1:
             raise ConfigError(f"async pool {spec.name!r} must serve one queue, not {spec.queues}")
         if not self.storage.url or self.storage.url.startswith("memory:"):
@@ -139,7 +139,7 @@ class AsyncExecutor(BaseExecutor):
         hand them back now rather than let them wait for the reaper."""
         for queue, held in self.held_by_queue().items():
             try:
-                self.storage.release(queue, self.worker.id, held)
+                self.storage.release(queue, self.host.id, held)
             except ZtqError as exc:  # the leases expire and the reaper hands them on
                 log.warning("async pool %s could not give back %s: %s", self.spec.name, queue, exc)
         self.held.clear()
@@ -176,9 +176,9 @@ class AsyncExecutor(BaseExecutor):
                     if await self.step(exiting):
                         return
                     delay = 0.1
-                    self.worker.faults.ok(where)
+                    self.host.faults.ok(where)
                 except Exception as exc:  # Redis unreachable or refusing: the runs go on
-                    wait = self.worker.faults.failed(where, exc)  # a Redis fault: logged once
+                    wait = self.host.faults.failed(where, exc)  # a Redis fault: logged once
                     if wait is None:
                         if isinstance(exc, ZtqError):
                             log.warning("async pool %s: %s; again in %.1fs",
@@ -188,13 +188,13 @@ class AsyncExecutor(BaseExecutor):
                         wait, delay = delay, min(delay * 2, 5.0)
                     await self._wait(fetch=False, timeout=wait)
         finally:
-            self.worker.faults.forget(where)
+            self.host.faults.forget(where)
 
     async def step(self, exiting: bool) -> bool:
         """Write what ended, lease what fits, start it; wait when nothing more is to be had.
         True when a burst worker's queue ran dry."""
         free = self.limit - len(self.runs)
-        fetch = free > 0 and not exiting and not self.worker.paused.is_set()
+        fetch = free > 0 and not exiting and not self.host.paused.is_set()
         leased = await self.flush(fetch, free)
         for lease in leased:
             self.launch(lease)
@@ -202,7 +202,7 @@ class AsyncExecutor(BaseExecutor):
             return False  # it took all it asked for: more may be ready
         if not self.runs and not leased:
             self.run_dry_hooks()
-            if self.cfg.burst and self.worker.queues_drained():
+            if self.cfg.burst and self.host.queues_drained():
                 return True
         paused = not fetch and not exiting and free > 0
         # registered for a rate limit's next token: wake at that instant (asyncio's timer),
@@ -231,7 +231,9 @@ class AsyncExecutor(BaseExecutor):
             raise
         self.written(replies[:n_writes])
         if self.relay_due:  # batch members ended: relayed off the event loop
-            await asyncio.to_thread(relay_ends, self.storage, self.worker.app, self.relay_due)
+            await asyncio.to_thread(
+                relay_ends, self.storage, self.host.app, self.relay_due, self.host.faults
+            )
         if not queues:
             return []
         leased = self.take(queues[0], replies[-1])
@@ -270,7 +272,7 @@ class AsyncExecutor(BaseExecutor):
             failed = None if waker.cancelled() else waker.exception()
             if (
                 failed is not None
-                and self.worker.faults.failed(f"async pool {self.spec.name}", failed) is None
+                and self.host.faults.failed(f"async pool {self.spec.name}", failed) is None
             ):  # a Redis fault is logged once per kind (resilience/faults.py)
                 log.warning("async pool %s: %s", self.spec.name, failed)
 

@@ -16,6 +16,7 @@ from ztq.core.client.batch import relay
 from ztq.core.engine.scripts import Op
 from ztq.core.engine.storage import Finished, Storage
 from ztq.core.engine.task_moves import BATCH_FLAG
+from ztq.worker.resilience.faults import Faults
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +59,21 @@ def ends_to_relay(sent: list[Sent], replies: list[Any]) -> tuple[list[Any], list
     return clean, sorted(set(queues))
 
 
-def relay_ends(storage: Storage, app: Any, queues: list[str]) -> None:
-    """Relay those outboxes; a fault is logged, not raised (the sweep relays them later)."""
+RELAY = "relaying batch ends"  # the relay's name in the worker's faults (logs, /readyz)
+
+
+def relay_ends(storage: Storage, app: Any, queues: list[str], faults: Faults) -> None:
+    """Relay those outboxes; a failure is logged, not raised (the sweep relays them later).
+
+    A Redis fault goes through the worker's one-line-per-fault-kind rule (``faults``): during
+    an outage every executor's relay fails, and a WARNING with its chained tracebacks for
+    each of them buried the one line that said Redis was gone (issue 35). An error that is
+    not Redis's (a bug) is logged with its traceback, each time."""
     try:
         relay(storage, queues, app)
-    except Exception:  # the worker's sweep picks the entries up again
-        log.warning("relay of batch ends in %s failed; the sweep retries", queues, exc_info=True)
+    except Exception as exc:  # the worker's sweep picks the entries up again
+        if faults.failed(RELAY, exc) is None:
+            log.warning("relay of batch ends in %s failed; the sweep retries", queues,
+                        exc_info=True)  # fmt: skip
+    else:
+        faults.ok(RELAY)

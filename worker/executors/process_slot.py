@@ -25,7 +25,7 @@ from ztq.core.client.app import default_app, load_app
 from ztq.core.client.calls import TaskCall
 from ztq.worker.context import RunContext, reset_current, set_current
 from ztq.worker.execute import Outcome, SoftTimeout, import_modules, run_payload
-from ztq.worker.logs import configure, in_use
+from ztq.worker.logs import configure_like, in_use
 
 log = logging.getLogger(__name__)
 HARD_GRACE = 5.0  # seconds past the soft timeout before the child is killed
@@ -62,7 +62,7 @@ def _child_main(
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when we stop
     signal.signal(signal.SIGALRM, _soft_timeout)
     if log_config is not None:  # lines as the worker's, with the task's fields
-        configure(*log_config)
+        configure_like(log_config)
     import_modules(imports)
     app = load_app(app_spec) if app_spec else default_app()
     storage = app.connect(url, prefix=prefix)

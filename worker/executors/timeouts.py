@@ -12,13 +12,25 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ztq.worker.execute import SoftTimeout
 from ztq.worker.executors.threads import Executor
 
 if TYPE_CHECKING:
-    from ztq.worker.worker import Worker
+    from collections.abc import Sequence
+
+    from ztq.worker.executors.base import BaseExecutor
+
+
+class Watched(Protocol):
+    """What the watchdog needs of its worker: the executors to look at, the stop flag."""
+
+    @property
+    def stopping(self) -> threading.Event: ...
+    @property
+    def executors(self) -> Sequence[BaseExecutor]: ...
+
 
 log = logging.getLogger(__name__)
 IDLE = 1.0  # seconds between looks when no timed task runs (a poke wakes it sooner)
@@ -26,7 +38,7 @@ AGAIN = 0.01  # the task was not inside its own code yet (or just left it): look
 
 
 class TimeoutWatch(threading.Thread):
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: Watched) -> None:
         super().__init__(name="ztq-timeouts", daemon=True)
         self.worker = worker
         self.poked = threading.Event()

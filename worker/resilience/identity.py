@@ -23,7 +23,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ztq.core.engine.connection import server_identity
 from ztq.core.engine.fault_kinds import kind
@@ -31,7 +31,26 @@ from ztq.core.engine.workers import log_event
 from ztq.core.settings.redis_urls import safe_url
 
 if TYPE_CHECKING:
-    from ztq.worker.worker import Worker
+    from ztq.core.engine.storage import Storage
+    from ztq.worker.executors.base import BaseExecutor
+    from ztq.worker.health import SysInfo
+    from ztq.worker.resilience.faults import Deferred, Faults
+
+    class Watched(Protocol):
+        """What the watch needs of its worker: who it is, what it holds, and how to put
+        back its own records after Redis lost them."""
+
+        id: str
+        storage: Storage
+        executors: list[BaseExecutor]
+        faults: Faults
+        deferred: Deferred
+        sysinfo: SysInfo
+
+        def served_queues(self) -> list[str]: ...
+        def register_queues(self, queues: list[str]) -> None: ...
+        def publish_cron(self) -> None: ...
+
 
 log = logging.getLogger("ztq.worker")
 
@@ -43,7 +62,7 @@ class ServerWatch:
     thread whose write Redis refused (:meth:`gone`), so that a refusal after a loss is
     explained by the loss, whichever thread sees it first."""
 
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: Watched) -> None:
         self.worker = worker
         self.lock = threading.Lock()
         self.run_id = ""

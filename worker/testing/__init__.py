@@ -4,6 +4,13 @@ pytest fixtures (``pytest_plugins = ["ztq.worker.pytest_plugin"]``); see docs/te
 May import: ``ztq.core`` and the worker process. Nothing of ztq imports this package.
 """
 
-from ztq.worker.testing.helpers import Eager, app_queues, eager, memory_redis, worker_for
+from ztq.worker.testing.helpers import (
+    Eager,
+    app_queues,
+    eager,
+    memory_redis,
+    memory_url,
+    worker_for,
+)
 
-__all__ = ["Eager", "app_queues", "eager", "memory_redis", "worker_for"]
+__all__ = ["Eager", "app_queues", "eager", "memory_redis", "memory_url", "worker_for"]

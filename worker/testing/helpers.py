@@ -3,35 +3,37 @@
 ``eager(app)`` makes every enqueue of the app run at once, in the calling thread, through
 the real scripts and the app's middleware: retries (run at once), callbacks, results and
 errors behave as in a worker, and ``handle.get()`` gives the result or raises
-``TaskFailed``. Without a connection the app is given an in-memory Redis (fakeredis with
-Lua: ``pip install 'ztq[testing]'``). ``Worker.drain()`` runs what is queued on demand
-instead. The pytest fixtures are in :mod:`ztq.worker.testing.pytest_plugin`; see docs/testing.md.
+``TaskFailed``. Without a connection the app is given a new in-memory Redis (``memory://``,
+ztq.core.engine.wire.memory: fakeredis with Lua, ``pip install 'ztq[testing]'``).
+``Worker.drain()`` runs what is queued on demand instead. The pytest fixtures are in
+:mod:`ztq.worker.testing.pytest_plugin`; see docs/testing.md.
 """
 
 from __future__ import annotations
 
 import contextlib
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
 from ztq.core.client.app import App, default_app
+from ztq.core.engine.connection import make_client
 from ztq.core.engine.storage import Storage
-from ztq.core.errors import ConfigError
 from ztq.core.middleware.base import Middleware
 from ztq.worker.config import ThreadSpec, WorkerConfig
 from ztq.worker.worker import Worker
 
 
+def memory_url() -> str:
+    """A new in-memory Redis (``memory://``: fakeredis with Lua, in this process), empty."""
+    return f"memory://test-{uuid.uuid4().hex[:12]}"
+
+
 def memory_redis() -> Any:
-    """An in-memory Redis client that runs ztq's Lua scripts (fakeredis + lupa)."""
-    try:
-        import fakeredis
-        import lupa  # noqa: F401 - fakeredis runs scripts with it
-    except ImportError as exc:
-        raise ConfigError(
-            "an in-memory Redis needs fakeredis with Lua: pip install 'ztq[testing]'"
-        ) from exc
-    return fakeredis.FakeRedis(decode_responses=True)
+    """A client of a new, empty in-memory Redis that runs ztq's Lua scripts: the engine's
+    ``memory://`` (kept for code that passes ``connect(client=...)``; ``connect(
+    memory_url())`` gives the asyncio side the same data too)."""
+    return make_client(memory_url())
 
 
 def app_queues(app: App) -> list[str]:
@@ -43,7 +45,7 @@ def worker_for(app: App, storage: Storage, queues: list[str] | None = None) -> W
     """A worker for ``app`` on ``storage`` that tests drive with :meth:`Worker.drain`."""
     names = tuple(queues or app_queues(app))
     cfg = WorkerConfig(
-        redis_url=storage.url or "memory://",
+        redis_url=storage.url or memory_url(),
         prefix=storage.keys.prefix,
         name="test-worker",
         threads=(ThreadSpec("drain", names),),
@@ -75,7 +77,7 @@ def eager(app: App | None = None) -> Iterator[Worker]:
     """Run the app's tasks as they are enqueued (see the module's docstring)."""
     app = app or default_app()
     if not app.connections.has():
-        app.connect(client=memory_redis())
+        app.connect(memory_url())
     worker = worker_for(app, app.storage())
     hook = Eager(worker)
     app.add_middleware(hook)

@@ -12,15 +12,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from ztq.core.client.app import App, default_app
+from ztq.core.engine.connection import flush_server
 from ztq.core.engine.storage import Storage
 from ztq.core.errors import ConfigError
 from ztq.worker.embedded import RedisProcess
-from ztq.worker.testing.helpers import eager, memory_redis, worker_for
+from ztq.worker.testing.helpers import eager, memory_url, worker_for
 from ztq.worker.worker import Worker
 
 
@@ -46,14 +46,10 @@ def ztq_app() -> App:
 @pytest.fixture
 def ztq_storage(ztq_app: App, ztq_redis_server: RedisProcess | None) -> Iterator[Storage]:
     if ztq_redis_server is not None:
-        import redis
-
-        client: Any = redis.Redis(port=ztq_redis_server.port)
-        client.flushall()  # our own server: started by this fixture
-        client.close()
+        flush_server(ztq_redis_server.url)  # our own server: started by this fixture
         storage = ztq_app.connect(ztq_redis_server.url)
     else:
-        storage = ztq_app.connect(client=memory_redis())
+        storage = ztq_app.connect(memory_url())
     yield storage
     ztq_app.disconnect_all()
 

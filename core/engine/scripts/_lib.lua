@@ -12,6 +12,17 @@
 -- release before layout 2 (or waits in the bare form, which every layout reads alike).
 local LAYOUT = 2
 
+-- Keyed tasks: their functions live in _keyed.lua (appended after this file), as fields of
+-- this table, so that the plain path's functions below branch into them with one test.
+local KEYED = {}
+
+-- An enqueue's outcomes as kept for its request id (enqueue.lua): one digit per task, so
+-- that a single task's answer ('1') is one of Redis's shared integers (nothing allocated).
+-- Here, so that a function library builds them once, not on every call.
+local ENQUEUED = {'added', 'exists', 'moved', 'rerun', 'skipped', 'full', 'overflow'}
+local ENQUEUED_CODE = {added = '1', exists = '2', moved = '3', rerun = '4', skipped = '5',
+  full = '6', overflow = '7'}
+
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -154,12 +165,14 @@ end
 
 -- ... of the ready list of its priority (ready: {high=KEY, normal=KEY, low=KEY})
 local function push_ready(tasks, ready, id, meta, payload, head, unmarked)
+  if meta.key then return KEYED.push(tasks, id, meta, payload, head) end
   local level = level_of(meta.prio)
   push_entry(tasks, ready[level], level, id, meta, payload, head, unmarked)
 end
 
 -- The task left `list` (deleted, moved) with its entry still in it: mark the entry.
 local function leave(tasks, list, id, meta)
+  if meta.key and meta.state == 'queued' then return KEYED.leave(tasks, meta) end
   redis.call('HSET', tasks, '#' .. list .. ':' .. (meta.entry or id), '1')
   redis.call('HINCRBY', tasks, '#' .. list, 1)
   meta.entry = nil
@@ -188,14 +201,16 @@ local function popped(tasks, list, entry, want, marked)
 end
 
 -- The tasks waiting in a queue's ready lists: what a queue's `max_pending` bounds. Without
--- `tasks` the leftovers are counted too (an upper bound).
-local function pending(ready, tasks)
+-- `tasks` the leftovers are counted too (an upper bound). `keyed`: with the tasks waiting in
+-- keyed lists (_keyed.lua), as a limit counts them.
+local function pending(ready, tasks, keyed)
   local n = redis.call('LLEN', ready.high) + redis.call('LLEN', ready.normal)
     + redis.call('LLEN', ready.low)
   if tasks and n > 0 then  -- empty lists hold no leftover either
     local left = redis.call('HMGET', tasks, '#high', '#normal', '#low')
     n = n - (tonumber(left[1]) or 0) - (tonumber(left[2]) or 0) - (tonumber(left[3]) or 0)
   end
+  if keyed and tasks then n = n + (tonumber(redis.call('HGET', tasks, '#keyed')) or 0) end
   return n
 end
 
@@ -213,7 +228,7 @@ end
 -- q: {tasks=, ready={...}, overflow=, room=, wake=}; limit: max_pending (nil: none).
 -- Returns how many tasks moved.
 local function room_made(q, limit, when_full, made, most)
-  local waiting = pending(q.ready, q.tasks)
+  local waiting = pending(q.ready, q.tasks, true)
   local free = limit and (limit - waiting) or most
   local moved = 0
   local marked = free > 0 and redis.call('HEXISTS', q.tasks, '#overflow') == 1
@@ -277,7 +292,8 @@ end
 
 -- A run ended (acked, failed, reaped, released): nothing of it stays on the record, the
 -- rerun request included (ack and fail read it first: it asks for one more run after this one)
-local function clear_run(meta)
+local function clear_run(meta, tasks)
+  if meta.ks then KEYED.release(tasks, meta) end  -- a slot of its key (_keyed.lua)
   meta.rerun = nil
   meta.worker = nil
   meta.thread = nil
@@ -319,6 +335,158 @@ local function save_stats(stats, minute, five, total)
   redis.call('PEXPIRE', five, 90000000)
 end
 
+-- Exact error counters (docs/console.md, "Exact counts"). Every script that moves a task
+-- into or out of a queue's error list moves them in the same call, so a page reads the
+-- count of a group in O(groups) at any size. They live in the queue's tasks hash under
+-- fields no task id can spell ('#'):
+--   `#eg:<g>` tasks in error group g (error type, top frame, what happened: the console's
+--   group); `#ek:<k>` tasks of error kind k (error type and what happened, across frames);
+--   `#ega:<g>` / `#eka:<k>` of them, tasks an operator had redone (they failed again);
+--   `#egi:<g>` / `#eki:<k>` what the group is (JSON: type t, frame f, kind k, the newest
+--   message m, failed at, its id); `#egs` / `#eks` the live keys, space-separated;
+--   `#eb` '1' once the counters hold the whole list (a queue whose list was empty when it
+--   first failed is born so); while the one-time rebuild of a list written before them
+--   runs (count_errors.lua), the position '<score> <id>' it reached: a move counts only
+--   for an entry at or before it (the rebuild counts the rest).
+-- The keys are 12 hex digits of two polynomial hashes of the bytes (err_hash: plain
+-- arithmetic, the same on every Redis and its in-memory twin, which has no sha1hex);
+-- groups.py computes the same ones for a record that predates them; a record keeps its
+-- own as `eg` / `ek`.
+local function err_trim(s)
+  return (string.gsub(string.gsub(s, '^[ \t\r\n\v\f]+', ''), '[ \t\r\n\v\f]+$', ''))
+end
+
+-- The first n bytes of s, not cutting a UTF-8 character in two (readers decode as UTF-8)
+local function err_cut(s, n)
+  if #s <= n then return s end
+  local cut = n + 1
+  while cut > 1 and string.byte(s, cut) >= 0x80 and string.byte(s, cut) < 0xC0 do
+    cut = cut - 1
+  end
+  return string.sub(s, 1, cut - 1)
+end
+
+-- The newest message of a group, as the pages show it
+local function err_message(err)
+  return err_cut(err, 300)
+end
+
+local function err_kind(err)
+  local head = err_trim(string.match(err, '^[^:]*'))
+  if #head <= 200 and string.find(head, '^[A-Za-z_][A-Za-z0-9_.]*$') then return head end
+  head = err_cut(head, 60)
+  return head ~= '' and head or '?'
+end
+
+local function err_frame(tb)
+  local found = ''
+  for line in string.gmatch(tb, '[^\n]+') do
+    local path, n, fn = string.match(line, '^[ \t\r\n\v\f]*File "([^"]*)", line (%d+), in (.+)$')
+    if path then
+      path = string.gsub(path, '\\', '/')
+      path = string.match(path, '([^/]*/[^/]*)$') or path
+      found = path .. ':' .. n .. ' in ' .. err_trim(fn)
+    end
+  end
+  return found
+end
+
+local function err_hash(s)
+  local a, b = 0, 0
+  for i = 1, #s do
+    local c = string.byte(s, i)
+    a = (a * 257 + c) % 16777213
+    b = (b * 263 + c) % 16777199
+  end
+  return string.format('%06x%06x', a, b)
+end
+
+-- (group key, kind key, info) of a failed record
+local function err_keys(meta, parts)
+  local err, tb = tostring(meta.error or ''), tostring(meta.traceback or '')
+  if meta.eg and meta.ek and not parts then return meta.eg, meta.ek, nil end
+  local kind = err_kind(err)
+  local etype = (err ~= '' and tb == '') and 'unknown' or kind
+  local frame = err_frame(tb)
+  local g = err_hash(etype .. '\0' .. frame .. '\0' .. kind)
+  local k = err_hash('k\0' .. etype .. '\0' .. kind)
+  return meta.eg or g, meta.ek or k, {etype, frame, kind}
+end
+
+-- Does a move of the entry (score, id) count? (see `#eb` above)
+local function err_counted(tasks, errors, id, score, entering)
+  local mark = redis.call('HGET', tasks, '#eb')
+  if mark == '1' then return true end
+  if not mark then  -- never counted: a rebuild will count it, unless the list is empty
+    if not entering or redis.call('ZCARD', errors) > 0 then return false end
+    redis.call('HSET', tasks, '#eb', '1')
+    return true
+  end
+  if not score then return false end
+  local at, last = string.match(mark, '^(%S+) (.*)$')
+  at, score = tonumber(at), tonumber(score)
+  return score < at or (score == at and id <= last)
+end
+
+local function err_list(tasks, field, key, add)
+  local list = redis.call('HGET', tasks, field) or ''
+  if add then
+    redis.call('HSET', tasks, field, list == '' and key or (list .. ' ' .. key))
+  else
+    list = err_trim(string.gsub(' ' .. list .. ' ', ' ' .. key .. ' ', ' ', 1))
+    if list == '' then redis.call('HDEL', tasks, field) else redis.call('HSET', tasks, field, list) end
+  end
+end
+
+local function err_bump(tasks, kind, key, by, info, always, again)
+  local n = redis.call('HINCRBY', tasks, '#e' .. kind .. ':' .. key, by)
+  if again and n > 0 then
+    if redis.call('HINCRBY', tasks, '#e' .. kind .. 'a:' .. key, by) <= 0 then
+      redis.call('HDEL', tasks, '#e' .. kind .. 'a:' .. key)
+    end
+  end
+  if n <= 0 then
+    redis.call('HDEL', tasks, '#e' .. kind .. ':' .. key, '#e' .. kind .. 'i:' .. key,
+      '#e' .. kind .. 'a:' .. key)
+    err_list(tasks, '#e' .. kind .. 's', key, false)
+    return
+  end
+  if n == by then err_list(tasks, '#e' .. kind .. 's', key, true) end
+  if info and (always or n == by) then
+    redis.call('HSET', tasks, '#e' .. kind .. 'i:' .. key, info)
+  end
+end
+
+
+-- A record enters the error list at `score` (call it before the ZADD and before the record
+-- is saved: the record keeps its keys). `newest`: a new failure (its message becomes the
+-- group's example); a restored one names a group only when it is the first of it again.
+local function err_enter(tasks, errors, id, meta, score, newest)
+  local g, k, parts = err_keys(meta, true)
+  meta.eg, meta.ek = g, k
+  if not err_counted(tasks, errors, id, score, true) then return end
+  local info = cjson.encode({t = parts[1], f = parts[2], k = parts[3],
+    m = err_message(tostring(meta.error or '')), at = tonumber(score), id = id})
+  local again = type(meta.redone) == 'number' and meta.redone > 0
+  err_bump(tasks, 'g', g, 1, info, newest, again)
+  err_bump(tasks, 'k', k, 1, info, false, again)  -- a kind's newest: its groups' (groups.py)
+end
+
+-- A record in the error list leaves it (call before the ZREM, for a record that is in it;
+-- `score`: its score when the caller popped it already).
+local function err_leave(tasks, errors, id, meta, score)
+  if not meta then return end
+  local g, k = err_keys(meta)
+  meta.eg, meta.ek = nil, nil  -- a later failure is grouped anew
+  if redis.call('HGET', tasks, '#eb') ~= '1' then  -- during a rebuild: by its position
+    score = score or redis.call('ZSCORE', errors, id)
+    if not score or not err_counted(tasks, errors, id, score) then return end
+  end
+  local again = type(meta.redone) == 'number' and meta.redone > 0
+  err_bump(tasks, 'g', g, -1, nil, false, again)
+  err_bump(tasks, 'k', k, -1, nil, false, again)
+end
+
 -- The ids a requeue-like move works on (requeue.lua, redo.lua): ARGV from `first` on, or in
 -- mode 'oldest' the oldest `limit` entries of the `source` zset.
 local function picked_ids(mode, source, limit, first)
@@ -333,9 +501,11 @@ end
 -- as read (nil: no record) for the caller's own bookkeeping.
 local function requeue_one(tasks, source, ready, id, want, now)
   local meta, payload = load(tasks, id)
-  if not (meta and meta.state == want and redis.call('ZREM', source, id) == 1) then
+  if not (meta and meta.state == want and redis.call('ZSCORE', source, id)) then
     return false, meta
   end
+  if want == 'error' then err_leave(tasks, source, id, meta) end
+  redis.call('ZREM', source, id)
   meta.state, meta.due, meta.enqueued = 'queued', nil, now
   if want == 'error' then
     new_series(meta)
@@ -366,6 +536,43 @@ local function keep_finished(tasks, done, id, meta, payload, ttl, now)
   else
     redis.call('HDEL', tasks, id)
   end
+end
+
+-- A full Redis (docs/design.md, "A full Redis"). Redis refuses a script that may write while
+-- its used memory is over maxmemory (policy noeviction): the worker's fetch, ack, fail and
+-- renew are then sent again as their allow-oom twins (scripts.py), which see OOM = true and
+-- pay for what they write with what they free. Finished records and history yield first:
+-- an ack keeps a compact record (what `ping` and a resent ack read: state, times, `settled`,
+-- `fence`; not the arguments nor the result), a fail keeps its error line but not its
+-- traceback, neither writes a history entry, and each drops up to 20 finished records ahead
+-- of their result TTL, those due first (up to the first compact one: those are what the
+-- episode kept, small, and go at their own TTL). The queue's totals count both (`oom_compact`,
+-- `oom_dropped`: `ztq info`, metrics). A renewal only moves a score: never refused.
+-- (`compact`: 2 for a record kept so under OOM, 1 for the `compact_finished` setting's)
+local function keep_compact(tasks, done, id, meta, name, ttl, now, oom)
+  if ttl <= 0 then
+    redis.call('HDEL', tasks, id)
+    return
+  end
+  local small = {state = meta.state, enqueued = meta.enqueued, started = meta.started,
+    ended = meta.ended, settled = meta.settled, fence = meta.fence, compact = oom and 2 or 1}
+  save(tasks, id, small, cjson.encode({name}):sub(1, -2) .. ',[]]')
+  redis.call('ZADD', done, now + ttl, id)
+end
+
+local function yield_finished(tasks, done, totals, n)
+  local old = redis.call('ZRANGE', done, 0, n - 1)
+  local dropped = 0
+  for _, id in ipairs(old) do
+    local meta = load(tasks, id)
+    if meta and meta.compact == 2 then break end  -- the rest came during the episode: kept
+    if meta and (meta.state == 'done' or meta.state == 'expired') then
+      redis.call('HDEL', tasks, id)
+      dropped = dropped + 1
+    end
+    redis.call('ZREM', done, id)
+  end
+  if dropped > 0 then redis.call('HINCRBY', totals, 'oom_dropped', dropped) end
 end
 
 -- Finished records (done or expired) whose result TTL passed go, a few at a time (bounded
@@ -463,3 +670,4 @@ local function task_gate(config, key, meta, payload, now)
   if at <= now then return nil end
   return math.ceil(at)
 end
+

@@ -22,7 +22,7 @@ end
 if same then return 0 end
 local ready = {high = KEYS[3], normal = KEYS[4], low = KEYS[5]}
 local before = tonumber(redis.call('HGET', KEYS[1], 'max_pending'))
-local was_full = before ~= nil and pending(ready, KEYS[6]) >= before  -- producers blocked?
+local was_full = before ~= nil and pending(ready, KEYS[6], true) >= before  -- producers blocked?
 local rate_changed, task_rates = false, false
 -- the queue's rate before the change: a debt of starts counted in its period is carried
 -- over in the new one (raised from 1/m to 100/s, one start's debt is 10 ms, not 60 s)
@@ -64,5 +64,11 @@ if rate_changed then
     redis.call('HSET', KEYS[9], 'tat', string.format('%.17g', now + (tat - now) * new_t / old_t))
   end
 end
-if pending(ready, KEYS[6]) > 0 then wake(KEYS[2], rate_changed and 16 or 1) end
+-- a changed running limit per key: the keys parked at the old one take their turn again
+-- (one pass over the keys' states: an operator's act, not a fetch's)
+local keyed = 0
+for i = 1, #ARGV, 2 do
+  if ARGV[i] == 'key_concurrency' then keyed = KEYED.unpark(KEYS[6], 'c') end
+end
+if pending(ready, KEYS[6], true) > 0 then wake(KEYS[2], (rate_changed or keyed > 0) and 16 or 1) end
 return moved

@@ -30,11 +30,17 @@ end
 local now = now_ms()
 local started = meta.started or now
 redis.call('ZREM', KEYS[2], id)
-redis.call('XADD', KEYS[6], 'MAXLEN', '~', maxlen, '*', 'id', id, 'task', name,
-  'status', retry >= 0 and 'retry' or 'failed', 'worker', worker, 'thread', meta.thread or '',
-  'enqueued', meta.enqueued or 0, 'started', started, 'ended', now,
-  'runtime_ms', now - started, 'summary', utf8_head(err, 200),
-  'comment', meta.comment or '')
+if OOM then  -- a full Redis: history and the traceback yield (_lib.lua, keep_compact)
+  err, tb = utf8_head(err, 200), ''
+  redis.call('HINCRBY', KEYS[14], 'oom_compact', 1)
+  yield_finished(KEYS[1], KEYS[3], KEYS[14], 20)
+else
+  redis.call('XADD', KEYS[6], 'MAXLEN', '~', maxlen, '*', 'id', id, 'task', name,
+    'status', retry >= 0 and 'retry' or 'failed', 'worker', worker, 'thread', meta.thread or '',
+    'enqueued', meta.enqueued or 0, 'started', started, 'ended', now,
+    'runtime_ms', now - started, 'summary', utf8_head(err, 200),
+    'comment', meta.comment or '')
+end
 local stats = {failed = 1}
 count_run(stats, meta, now)
 save_stats(stats, KEYS[7], KEYS[13], KEYS[14])
@@ -42,7 +48,7 @@ slot_freed(KEYS[15], KEYS[11], ready)
 meta.error, meta.traceback, meta.ended = err, tb, now
 meta.failed_worker, meta.failed_thread = worker, meta.thread
 local rerun = meta.rerun
-clear_run(meta)
+clear_run(meta, KEYS[1])
 if rerun then
   meta.state, meta.enqueued = 'queued', now
   new_series(meta)
@@ -63,6 +69,7 @@ end
 settle(meta, token, 'error')
 if meta.batch then member_end(KEYS[16], meta.batch, id, 'failed', token, '') end
 meta.state, meta.failed = 'error', now
+err_enter(KEYS[1], KEYS[4], id, meta, now, true)  -- the exact counters (_lib.lua)
 save(KEYS[1], id, meta, payload)
 redis.call('ZADD', KEYS[4], now, id)
 return 'error'

@@ -53,7 +53,7 @@ local function end_expired(id, meta, payload)
   if meta.batch then member_end(KEYS[20], meta.batch, id, 'failed', meta.fence or '0', '') end
   if meta.state == 'running' then
     redis.call('ZREM', KEYS[5], id)
-    clear_run(meta)
+    clear_run(meta, KEYS[1])
     meta.attempts = (meta.attempts or 1) > 1 and meta.attempts - 1 or nil
     meta.started = nil
   end
@@ -62,9 +62,11 @@ local function end_expired(id, meta, payload)
     local ok, data = pcall(cjson.decode, payload)
     name = ok and type(data) == 'table' and type(data.task) == 'string' and data.task or ''
   end
-  redis.call('XADD', KEYS[16], 'MAXLEN', '~', maxlen, '*', 'id', id, 'task', name,
-    'status', 'expired', 'worker', '', 'thread', '', 'enqueued', meta.enqueued or 0,
-    'started', 0, 'ended', now, 'runtime_ms', 0, 'summary', '', 'comment', '')
+  if not OOM then  -- a full Redis: history yields (_lib.lua, keep_compact)
+    redis.call('XADD', KEYS[16], 'MAXLEN', '~', maxlen, '*', 'id', id, 'task', name,
+      'status', 'expired', 'worker', '', 'thread', '', 'enqueued', meta.enqueued or 0,
+      'started', 0, 'ended', now, 'runtime_ms', 0, 'summary', '', 'comment', '')
+  end
   stats.expired = (stats.expired or 0) + 1
   meta.state, meta.ended = 'expired', now
   keep_finished(KEYS[1], KEYS[15], id, meta, payload, ttl, now)
@@ -77,6 +79,7 @@ local function counted(out)
   if stats.expired or #out <= 2 then
     sweep_finished(KEYS[1], KEYS[15], now, 20 + (stats.expired or 0))
   end
+  if OOM then yield_finished(KEYS[1], KEYS[15], KEYS[19], 20) end  -- a full Redis: _lib.lua
   return out
 end
 -- the same request again (its reply was lost): what it took, as far as it still holds it
@@ -142,7 +145,7 @@ local rate_tat, rated = nil, false
 if rate_t and limit > 0 then
   local avail
   avail, rate_tat = rate_tokens(KEYS[21], rate_t, rate_tau, now)
-  if avail == 0 and pending({high = KEYS[2], normal = KEYS[3], low = KEYS[4]}, KEYS[1]) > 0 then
+  if avail == 0 and pending({high = KEYS[2], normal = KEYS[3], low = KEYS[4]}, KEYS[1], true) > 0 then
     redis.call('HINCRBY', KEYS[19], 'throttled', 1)
     if rate_sleeper(KEYS[21], now, worker, thread) then return {2, rid} end
     local slot = math.ceil(rate_tat - rate_tau)
@@ -156,7 +159,7 @@ if rate_t and limit > 0 then
   end
 end
 local taken, held, HOLD_MAX = {}, 0, 100  -- at most 100 held per call: the call stays short
-local left = redis.call('HMGET', KEYS[1], '#high', '#normal', '#low')  -- leftovers, _lib.lua
+local left = redis.call('HMGET', KEYS[1], '#high', '#normal', '#low', '#keyed')  -- _lib.lua
 local ended = 0  -- expired tasks met: at most EXPIRED_MAX a call (bounded work)
 for i, level in ipairs({'high', 'normal', 'low'}) do
   while #taken < limit and ended < EXPIRED_MAX do
@@ -185,6 +188,9 @@ for i, level in ipairs({'high', 'normal', 'low'}) do
   if held >= HOLD_MAX then break end
 end
 if held > 0 then wake(KEYS[23]) end  -- a scheduler may have to wake up sooner
+-- keyed tasks wait (`#keyed`): the keys take turns for what the plain lists left (_keyed.lua)
+local keyed_wait = left[4] and #taken < limit and ended < EXPIRED_MAX
+  and KEYED.take(KEYS[1], taken, limit, now, end_expired, worker, thread)
 -- the queue drained by #taken: fill it from its overflow buffer, free blocked producers
 if cfg[2] or redis.call('LLEN', KEYS[10]) > 0 then
   local q = {tasks = KEYS[1], ready = {high = KEYS[2], normal = KEYS[3], low = KEYS[4]},
@@ -196,6 +202,7 @@ if ended >= EXPIRED_MAX then wake(KEYS[7]) end
 if #taken == 0 then
   -- an idle executor: the queue's waiter, unless another one is (a live registration) or
   -- a handed task still waits for its executor to take it
+  if keyed_wait then return counted({keyed_wait[1], rid, keyed_wait[2]}) end
   if wait_ms > 0 and redis.call('LLEN', KEYS[13]) == 0 then
     local other = redis.call('GET', KEYS[12])
     if not other or tonumber(fields(other, 4)[4]) <= now then

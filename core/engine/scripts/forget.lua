@@ -19,7 +19,10 @@ if summary then
   local status, busy, rest = string.match(summary, '^(%S+) (%d+)(.*)$')
   if status and status ~= 'stopped' then
     bump('busy', -tonumber(busy))
-    for q, n in string.gmatch(rest, ' ([^ =]+)=(%d+)') do bump('t:' .. q, -tonumber(n)) end
+    for q, n in string.gmatch(rest, ' ([^ =]+)=(%d+)') do
+      bump('t:' .. q, -tonumber(n))
+      if status == 'paused' then bump('p:' .. q, -tonumber(n)) end
+    end
   end
 end
 redis.call('DEL', KEYS[3])

@@ -2,7 +2,8 @@
 -- KEYS: 1 workers (hash id -> heartbeat JSON), 2 seen (zset id -> last report ms),
 --       3 summaries (hash id -> 'status busy queue=threads ...', see core/engine/workers.py),
 --       4 states (zset id -> band of the status * 1e13 + last report ms),
---       5 totals (hash 'busy' and 't:<queue>' summed over the workers not stopped),
+--       5 totals (hash 'busy' and 't:<queue>' summed over the workers not stopped, and
+--         'p:<queue>': the threads of those paused),
 --       6 names (zset id -> 0: every worker, in name order)
 -- ARGV: 1 worker id, 2 heartbeat JSON, 3 retention ms, 4 summary
 -- Returns: the ids forgotten now (for the event log).
@@ -23,7 +24,10 @@ local function count(summary, sign)
   local status, busy, rest = string.match(summary, '^(%S+) (%d+)(.*)$')
   if not status or status == 'stopped' then return end
   bump('busy', sign * tonumber(busy))
-  for q, n in string.gmatch(rest, ' ([^ =]+)=(%d+)') do bump('t:' .. q, sign * tonumber(n)) end
+  for q, n in string.gmatch(rest, ' ([^ =]+)=(%d+)') do
+    bump('t:' .. q, sign * tonumber(n))
+    if status == 'paused' then bump('p:' .. q, sign * tonumber(n)) end
+  end
 end
 
 local function drop(id)

@@ -23,11 +23,12 @@ for _, id in ipairs(expired) do
     local worker = meta.worker or ''
     local token = meta.fence
     meta.lost = (meta.lost or 0) + 1
-    clear_run(meta)
+    clear_run(meta, KEYS[1])
     if meta.lost >= max_lost then
       meta.state, meta.failed, meta.ended = 'error', now, now
       meta.error = 'WorkerLost: the task lost its worker ' .. meta.lost ..
         ' times (last: ' .. worker .. '); kept out of the queue as a poison pill'
+      err_enter(KEYS[1], KEYS[3], id, meta, now, true)  -- the exact counters (_lib.lua)
       redis.call('ZADD', KEYS[3], now, id)
       if meta.batch then member_end(KEYS[10], meta.batch, id, 'failed', token, '') end
       out[#out + 1], out[#out + 2], out[#out + 3] = id, worker, 'error'

@@ -12,7 +12,7 @@ for i = #ARGV - 1, 2, -2 do
   local meta, payload = load(KEYS[1], id)
   if holds(meta, token, worker) then
     redis.call('ZREM', KEYS[2], id)
-    clear_run(meta)
+    clear_run(meta, KEYS[1])
     meta.state = 'queued'
     push_ready(KEYS[1], ready, id, meta, payload, true)
     back = back + 1

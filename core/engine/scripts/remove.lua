@@ -39,7 +39,10 @@ if mode == 'ids' or mode == 'cancel' then
         unready = unready + 1
       elseif meta.state == 'overflow' then leave(KEYS[1], 'overflow', id, meta)
       elseif meta.state == 'delayed' then redis.call('ZREM', KEYS[5], id)
-      elseif meta.state == 'error' then redis.call('ZREM', KEYS[6], id)
+      elseif meta.state == 'error' then
+        local at = redis.call('ZSCORE', KEYS[6], id)
+        if at then err_leave(KEYS[1], KEYS[6], id, meta, at) end  -- the counters (_lib.lua)
+        redis.call('ZREM', KEYS[6], id)
       elseif meta.state == 'done' or meta.state == 'expired' then
         redis.call('ZREM', KEYS[7], id)
       end
@@ -80,6 +83,7 @@ else
   for i = 1, #popped, 2 do
     local meta = load(KEYS[1], popped[i])
     if meta and meta.state == want then
+      if want == 'error' then err_leave(KEYS[1], KEYS[6], popped[i], meta, popped[i + 1]) end
       gone_member(popped[i], meta)
       redis.call('HDEL', KEYS[1], popped[i])
       deleted = deleted + 1

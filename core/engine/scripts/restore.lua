@@ -17,8 +17,11 @@ for i = 2, #ARGV do
     if redis.call('HEXISTS', tasks, id) == 1 then
       skipped = skipped + 1
     elseif tab then
-      redis.call('HSET', tasks, id, string.sub(entry, tab + 1))
-      redis.call('ZADD', errors, tonumber(string.sub(entry, 1, tab - 1)), id)
+      local raw, at = string.sub(entry, tab + 1), tonumber(string.sub(entry, 1, tab - 1))
+      local meta = decode(raw)
+      if meta.state == 'error' then err_enter(tasks, errors, id, meta, at, false) end
+      redis.call('HSET', tasks, id, raw)
+      redis.call('ZADD', errors, at, id)
       redis.call('HDEL', bin, id)
       restored = restored + 1
     end
