@@ -76,6 +76,10 @@ PLURALS: dict[str, str] = {
         plural("Delete {n} task", "Delete {n} tasks"),
         plural("{n} task put back {t} ago", "{n} tasks put back {t} ago"),
         plural("{n} task of {queue}", "{n} tasks of {queue}"),
+        plural(
+            "{n} more task waits in its key's turn: open a key above to list it.",
+            "{n} more tasks wait in their keys' turns: open a key above to list them.",
+        ),
         plural("Restored {n} task.", "Restored {n} tasks."),
         plural("Show the {n} error", "Show these {n} errors"),
         plural(

@@ -20,7 +20,7 @@ from ztq.console.web import (
     valid_queue,
 )
 from ztq.core.engine.keys import split_shard
-from ztq.core.engine.queue_limits import WHEN_FULL
+from ztq.core.engine.queue_limits import WHEN_FULL, check_key
 from ztq.core.errors import InvalidOption
 from ztq.core.monitor import overview as overview_
 from ztq.core.monitor import queues as monitor
@@ -81,7 +81,8 @@ def queue_page(request: Any) -> dict[str, Any]:
     shards = overview(request, q["shards"], fold=False) if q["shards"] else []
     limit = page_size(request)
     start = int_param(request, "start", 0, 0, 10**12)
-    page = None if shards else monitor.pending_page(request.storage, name, start, limit)
+    key = _key_param(request)
+    page = None if shards else monitor.pending_page(request.storage, name, start, limit, key=key)
     day = timings.day_slots(request.storage, q["shards"] or name)
     limits = request.storage.queue_limits(name)
     q["max_running"] = limits.max_running
@@ -91,7 +92,22 @@ def queue_page(request: Any) -> dict[str, Any]:
     keys = None if shards else request.storage.key_totals(name, 10)  # the busiest keys
     return {"q": q, "shards": shards, "shard_of": split_shard(name)[0] if is_shard else "",
             "page": page, "start": start, "limit": limit, "times": times, "keys": keys,
+            "key": key,
             "serving": served_by(request, [q])[q["name"]]}  # fmt: skip
+
+
+def _key_param(request: Any) -> str | None:
+    """``?key=``: list that key's waiting tasks instead of the plain lists' (a key that
+    could not be a task's key is a 404 that says why, not an empty page)."""
+    key = request.GET.get("key")
+    if key in (None, ""):
+        return None
+    try:
+        return check_key(key)
+    except InvalidOption:
+        raise not_found(
+            request.t("No such key: a key is 1 to 128 characters without control characters.")
+        ) from None
 
 
 def _pause_key(request: Any, name: str, on: bool) -> Any:

@@ -17,7 +17,12 @@ from typing import Any
 from ztq.core.engine.keys import split_shard
 from ztq.core.engine.queue_limits import QueueLimits
 from ztq.core.engine.read_models import queue_reads as reads
-from ztq.core.engine.read_models.task_reads import list_lengths, list_windows, records_and_marks
+from ztq.core.engine.read_models.task_reads import (
+    key_list_lengths,
+    list_lengths,
+    list_windows,
+    records_and_marks,
+)
 from ztq.core.engine.record import TaskRecord
 from ztq.core.engine.storage import EnqueueEntry, Storage
 from ztq.core.monitor import timings
@@ -243,11 +248,19 @@ def entry_id(entry: str) -> str:
 
 
 def pending_page(
-    storage: Storage, queue: str, offset: int, limit: int, *, budget: int = 1000
+    storage: Storage,
+    queue: str,
+    offset: int,
+    limit: int,
+    *,
+    key: str | None = None,
+    budget: int = 1000,
 ) -> Page:
     """Tasks waiting in one queue, in run order: the ready lists (high, normal, low; FIFO
     within a level), then the overflow buffer (priority "overflow": they enter the ready
-    lists in this order as the queue drains).
+    lists in this order as the queue drains). With ``key``: that key's tasks instead, in
+    the order its turns take them (its lists by level, ``_keyed.lua``); keyed tasks are
+    never in the plain lists.
 
     ``offset`` and ``next`` count list entries, leftovers included, and so does a row's
     ``position`` (leftovers ahead of a task are dropped by the next fetch that meets them);
@@ -255,29 +268,40 @@ def pending_page(
     entries, so a run of them makes a page ``partial`` (with a ``next``), never slow."""
     k = storage.keys
     limit, offset = clamp(limit), max(0, int(offset))
-    keys = [k.ready(queue, p) for p in PRIORITIES] + [k.overflow(queue)]
-    counts, left = list_lengths(storage, keys, queue, LEFTOVER_COUNTS)
-    marked = {name for name, n in zip(LISTS, left, strict=True) if int(n or 0) > 0}
+    if key is None:
+        names: Sequence[str] = LISTS
+        keys = [k.ready(queue, p) for p in PRIORITIES] + [k.overflow(queue)]
+        counts, left = list_lengths(storage, keys, queue, LEFTOVER_COUNTS)
+        marked = {name for name, n in zip(LISTS, left, strict=True) if int(n or 0) > 0}
+        total = sum(counts) - sum(int(n or 0) for n in left)
+    else:  # a key's entries are unique (`<id>#k<n>`): a leftover is told by its record
+        names, marked = tuple(map(str, PRIORITIES)), set()
+        keys = [k.key_ready(queue, p, key) for p in PRIORITIES]
+        counts, total = key_list_lengths(storage, queue, key)
     rows: list[Row] = []
     position, scanned = offset, 0
     while len(rows) < limit and scanned < limit + budget and position < sum(counts):
-        window = _entries(storage, keys, counts, position, min(limit - len(rows), 500))
+        window = _entries(storage, names, keys, counts, position, min(limit - len(rows), 500))
         position += len(window)
         scanned += len(window)
         rows += _live(storage, queue, window, marked)
     nxt = str(position) if position < sum(counts) else None
-    return Page(rows, nxt, scanned, partial=nxt is not None and len(rows) < limit,
-                total=sum(counts) - sum(int(n or 0) for n in left))  # fmt: skip
+    return Page(rows, nxt, scanned, partial=nxt is not None and len(rows) < limit, total=total)
 
 
 def _entries(
-    storage: Storage, keys: list[str], counts: list[int], start: int, want: int
+    storage: Storage,
+    names: Sequence[str],
+    keys: list[str],
+    counts: list[int],
+    start: int,
+    want: int,
 ) -> list[tuple[str, int, str]]:
     """(list, position, entry) of ``want`` entries from ``start``, across the lists in order."""
     plan: list[tuple[str, int]] = []
     ranges: list[tuple[str, int, int]] = []
     first = start
-    for name, key, n in zip(LISTS, keys, counts, strict=True):
+    for name, key, n in zip(names, keys, counts, strict=True):
         if want <= 0:
             break
         if start >= n:

@@ -171,6 +171,23 @@ def test_bulk_delete_all_errors_and_purge_ready(operator: TestApp, store: Storag
     assert store.client.zcard(store.keys.errors("mail")) == 0
 
 
+def test_a_purge_of_ready_states_and_takes_the_keyed_tasks(
+    operator: TestApp, store: Storage
+) -> None:
+    """Tasks with a key wait in their keys' lists (docs/queue-controls.md): the confirmation
+    counts them and the purge deletes every one it counted."""
+    from tests.key_tasks import Q, plain, send_mail
+
+    ids = [send_mail.delay(f"acct{i % 7}", i).id for i in range(40)] + [plain.delay(1).id]
+    confirm = operator.get(f"/bulk/confirm?action=delete&source=ready&queue={Q}")
+    assert "41 tasks" in confirm.text
+    r = post(operator, "/bulk", {"action": "delete", "source": "ready", "queue": Q})
+    _, last = follow_bulk(operator, r)
+    assert "Deleted 41 tasks." in last.follow().text
+    assert all(ztq.ping(i) == "none" for i in ids)
+    assert store.pending_count(Q) == 0
+
+
 def test_bulk_refuses_unknown_kinds_and_queues(operator: TestApp, store: Storage) -> None:
     r = post(operator, "/bulk", {"action": "delete", "source": "running"}).follow()
     assert "Unknown command" in r.text

@@ -40,13 +40,18 @@ def zh_messages() -> dict[str, str]:
     return catalog_messages(ZH_PO)
 
 
+# _('...') or _("...") in a template
+MESSAGE = r"""_\((?:'((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)")"""
+
+
 def msgids() -> set[str]:
     """What the templates and views show: the literal messages, found by a regex (not by the
     extractor under test), and those shown through a variable."""
     found: set[str] = set()
     for path in TEMPLATES.glob("*.jinja2"):
         text = path.read_text("utf-8")
-        found |= set(re.findall(r"_\('((?:[^'\\]|\\.)*)'", text))
+        for single, double in re.findall(MESSAGE, text):
+            found.add(single or double)
     for path in CONSOLE.rglob("*.py"):
         text = path.read_text("utf-8")
         found |= set(re.findall(r'request\.t\(\s*"((?:[^"\\]|\\.)*)"', text))

@@ -63,3 +63,39 @@ def test_the_task_page_the_api_and_metrics_show_keys(operator: TestApp, store: S
     lines = [x for x in metrics.splitlines() if x.startswith("ztq_key_waiting{")]
     assert len(lines) == 11  # the top 10 and "other"
     assert f'ztq_key_waiting{{queue="{Q}",key="other"}} 6' in metrics
+
+
+def test_a_keys_waiting_tasks_are_listed_in_its_turns_order(
+    operator: TestApp, store: Storage
+) -> None:
+    """The plain pending list never holds keyed tasks: it says how many wait by key, each key
+    of the busiest table links to its own list (its order: high first, then FIFO), paged; a
+    deleted task's entry is skipped; a key that cannot be one is a 404 that says why."""
+    from tests.key_tasks import plain
+
+    plain.delay(1)
+    ids = [send_mail.delay("acme", n).id for n in range(30)]
+    urgent = send_mail.enqueue(("acme", 99), priority="high").id
+    send_mail.delay("other", 1)
+    assert store.remove(Q, [ids[0]]) == (1, 1)  # its entry stays in the list, dead
+    page = operator.get(f"/queues/{Q}")
+    listed = [a.get_text() for a in page.html.select("#selection td a")]
+    assert len(listed) == 1  # the plain task alone
+    assert "31 more tasks wait in their keys' turns" in page.html.get_text()
+    link = page.html.find("code", string="acme").find_parent("a")["href"]
+    assert link == f"/queues/{Q}?key=acme#pending"
+    first = operator.get(f"/queues/{Q}?key=acme&limit=20")
+    assert "Pending tasks of key acme" in first.text
+    rows = [a["href"].split("/")[-1].split("?")[0] for a in first.html.select("#selection td a")]
+    assert rows == [urgent, *ids[1:20]]
+    assert "1–20 of 30" in first.text
+    more = first.html.find("a", rel="next")["href"]
+    rest = operator.get(more)
+    rows2 = [a["href"].split("/")[-1].split("?")[0] for a in rest.html.select("#selection td a")]
+    assert rows2 == ids[20:]
+    none = operator.get(f"/queues/{Q}?key=nobody")
+    assert "No task of key nobody is waiting." in none.text
+    bad = operator.get(f"/queues/{Q}?key=a%0Ab", expect_errors=True)
+    assert bad.status_int == 404 and "1 to 128 characters" in bad.text
+    zh = operator.get(f"/queues/{Q}?key=acme", headers={"Accept-Language": "zh-CN"})
+    assert "键 acme 的待处理任务" in zh.text

@@ -13,6 +13,7 @@ import pytest
 
 import ztq.core as ztq
 from tests.key_tasks import Q, call_api, crawl, own_rate, plain, send_mail
+from ztq.core.client.batch import relay
 from ztq.core.engine.storage import Finished, Leased, Storage
 from ztq.core.errors import InvalidOption
 
@@ -248,3 +249,32 @@ def test_a_batch_member_with_a_key_ends_its_batch(storage: Storage) -> None:
 
     relay(storage, [Q])
     assert b.status().done == 1 and b.status().state == "success"
+
+
+def test_a_purge_of_ready_takes_the_keyed_tasks_too(storage: Storage) -> None:
+    """``pending_count`` (and the console's "Delete all ready" confirmation) counts the tasks
+    waiting in their keys' lists: the purge takes every one it counted, a batch member among
+    them ends its batch, and the keys come out of the rotation as they run dry."""
+    plain.delay(1)
+    for n in range(5):
+        send_mail.delay("acme", n)
+    send_mail.enqueue(("beta", 1), priority="high")
+    stale = send_mail.delay("beta", 2)
+    assert stale.cancel()  # a leftover entry in beta's list: dropped, not counted
+    with ztq.batch() as b:
+        member = send_mail.delay("gamma", 1)
+    assert storage.pending_count(Q) == 8
+    deleted, taken = storage.remove(Q, purge="ready", limit=3)
+    assert (deleted, taken) == (3, 3)
+    total = deleted
+    while taken:
+        deleted, taken = storage.remove(Q, purge="ready", limit=3)
+        total += deleted
+    assert total == 8
+    assert storage.pending_count(Q) == 0
+    assert storage.record(Q, member.id) is None
+    relay(storage, [Q])
+    assert b.status().failed == 1
+    assert take(storage, 10) == []
+    h = send_mail.delay("acme", 99)  # the key takes its turn again
+    assert [x.id for x in take(storage, 10)] == [h.id]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ztq.core.engine.transport import Transport
+from ztq.core.states import PRIORITIES
 
 
 def records_by_queue(storage: Transport, by_queue: dict[str, list[str]]) -> list[list[str | None]]:
@@ -41,6 +42,20 @@ def list_lengths(
         pipe.hmget(storage.keys.tasks(queue), list(leftover_fields))
         *lengths, left = pipe.execute()
     return [int(n) for n in lengths], list(left)
+
+
+def key_list_lengths(storage: Transport, queue: str, key: str) -> tuple[list[int], int]:
+    """The lengths of one key's ready lists (high, normal, low: ``_keyed.lua``) and the tasks
+    the key has waiting (its count in ``k:wait``; entries beyond it are leftovers), in one
+    round trip."""
+    k = storage.keys
+    with storage.guard():
+        pipe = storage.client.pipeline(transaction=False)
+        for level in PRIORITIES:
+            pipe.llen(k.key_ready(queue, level, key))
+        pipe.zscore(k.key_wait(queue), key)
+        *lengths, waiting = pipe.execute()
+    return [int(n) for n in lengths], int(float(waiting or 0))
 
 
 def list_windows(storage: Transport, ranges: Sequence[tuple[str, int, int]]) -> list[list[str]]:

@@ -204,6 +204,40 @@ function KEYED.take(tasks, taken, want, now, on_expired, worker, thread)
   return {3, math.max(1, slot - now)}
 end
 
+-- A purge of a queue's ready tasks (remove.lua), its keyed part: the keys that have tasks
+-- waiting (k:wait), each key's lists emptied level by level; a live entry is handed to
+-- `gone(id, meta)` and counted in `n.taken`, a leftover in `n.dropped`, until `n.limit`
+-- tasks or `n.most` leftovers. A key left with no task drops out of the rotation when its
+-- turn comes (KEYED.take), as after any delete.
+function KEYED.purge(tasks, n, gone)
+  local k = KEYED.names(tasks)
+  while n.taken < n.limit and n.dropped < n.most do
+    local key = redis.call('ZRANGE', k.wait, 0, 0)[1]
+    if not key then return end
+    local emptied = true
+    for _, level in ipairs({'high', 'normal', 'low'}) do
+      local list = KEYED.list(k, key, level)
+      while n.taken < n.limit and n.dropped < n.most do
+        local entry = redis.call('LPOP', list)
+        if not entry then break end
+        local id = string.sub(entry, 1, (string.find(entry, '#', 1, true) or 0) - 1)
+        local meta = load(tasks, id)
+        if meta and meta.state == 'queued' and meta.entry == entry then
+          counted_wait(k, tasks, key, -1)
+          gone(id, meta)
+          n.taken = n.taken + 1
+        else
+          n.dropped = n.dropped + 1
+        end
+      end
+      if redis.call('EXISTS', list) == 1 then emptied = false end
+    end
+    -- a count left on a key whose lists are empty would make this loop spin: it is wrong
+    -- (never expected), so it goes
+    if emptied then redis.call('ZREM', k.wait, key) end
+  end
+end
+
 -- Every key parked for `why` ('c': its running limit changed) takes its turn again; how many
 function KEYED.unpark(tasks, why)
   local k, n = KEYED.names(tasks), 0

@@ -3,9 +3,9 @@
 --       8 config, 9 overflow, 10 room, 11 wake, 12 batch_out (a deleted batch member that had
 --       not ended counts as failed in its batch: docs/batches.md)
 -- ARGV: 1 mode: 'ids' (the ids follow from ARGV[3]); 'cancel' (the same, but only tasks
---       that have not run: queued, buffered or delayed); 'ready' (the ready lists, then the
---       overflow buffer), 'delayed' or 'errors' (purge up to ARGV[2] tasks of that list),
---       2 limit, 3 ('ready' only) how many leftovers a call may drop at most.
+--       that have not run: queued, buffered or delayed); 'ready' (the ready lists, the keys'
+--       lists, then the overflow buffer), 'delayed' or 'errors' (purge up to ARGV[2] tasks of
+--       that list), 2 limit, 3 ('ready' only) how many leftovers a call may drop at most.
 --       Room made in the ready lists is filled from the overflow buffer.
 -- Returns: {deleted, taken, dropped}: records deleted; ids given, or tasks taken off a list
 --          (purge loops until 0); leftovers dropped ('ready': a purge drops the leftovers it
@@ -73,6 +73,16 @@ elseif mode == 'ready' then
       else
         dropped = dropped + 1
       end
+    end
+    if name == 'low' then  -- the keys' lists (_keyed.lua) come before the overflow buffer
+      local n = {taken = taken, dropped = dropped, limit = limit, most = most}
+      KEYED.purge(KEYS[1], n, function(id, meta)
+        gone_member(id, meta)
+        unready = unready + 1
+        redis.call('HDEL', KEYS[1], id)
+        deleted = deleted + 1
+      end)
+      taken, dropped = n.taken, n.dropped
     end
   end
 else
