@@ -86,6 +86,7 @@ def queue_page(request: Any) -> dict[str, Any]:
     day = timings.day_slots(request.storage, q["shards"] or name)
     limits = request.storage.queue_limits(name)
     q["max_running"] = limits.max_running
+    q["key_concurrency"] = limits.key_concurrency
     q["block_timeout"] = limits.block_timeout
     q["rate_form"] = str(limits.rate_limit) if limits.rate_limit else ""
     times = {which: timechart(day, which) for which in ("wait", "run")}
@@ -126,6 +127,36 @@ def _pause_key(request: Any, name: str, on: bool) -> Any:
         msg = request.t("Resumed key {key} of {name}.", key=key, name=name)
     flash(request, msg)
     audit(request, "pause key" if on else "resume key", queue=name, detail=f"key={key}")
+    return back(request, here)
+
+
+def _set_running_limit(request: Any, name: str, per_key: bool) -> Any:
+    """The queue page's running-limit forms: ``max_running`` (leases at once on all workers)
+    or, ``per_key``, ``key_concurrency`` (leases at once of one key of the queue, for its
+    keyed tasks: docs/queue-controls.md); 1-10000, empty for none."""
+    here = request.route_path("queue", name=name)
+    field = "key_concurrency" if per_key else "max_running"
+    raw = str(request.POST.get(field, "")).strip()
+    if raw and not (raw.isdigit() and 1 <= int(raw) <= 10_000):
+        msg = request.t("Running limit: a number from 1 to 10000, or empty for none.")
+        flash(request, msg, "error")
+        return back(request, here)
+    try:
+        request.storage.configure(name, **{field: int(raw) if raw else None})
+    except InvalidOption as exc:  # a sharded queue
+        flash(request, str(exc), "error")
+        return back(request, here)
+    if per_key and raw:
+        msg = request.t("{name}: at most {n} tasks of one key at once, on all workers.",
+                        name=name, n=int(raw))  # fmt: skip
+    elif per_key:
+        msg = request.t("{name}: no running limit per key.", name=name)
+    elif raw:
+        msg = request.t("{name}: at most {n} tasks at once, on all workers.", name=name, n=int(raw))
+    else:
+        msg = request.t("{name}: no running limit.", name=name)
+    flash(request, msg)
+    audit(request, "limit queue", queue=name, detail=f"{field}={raw or 'none'}")
     return back(request, here)
 
 
@@ -213,27 +244,8 @@ def queue_state(request: Any) -> Any:
     elif action == "resume":
         request.storage.resume(name)
         flash(request, request.t("Resumed {name}.", name=name))
-    elif action == "limit":
-        raw = str(request.POST.get("max_running", "")).strip()
-        if raw and not (raw.isdigit() and 1 <= int(raw) <= 10_000):
-            msg = request.t("Running limit: a number from 1 to 10000, or empty for none.")
-            flash(request, msg, "error")
-            return back(request, request.route_path("queue", name=name))
-        try:
-            request.storage.configure(name, max_running=int(raw) if raw else None)
-        except InvalidOption as exc:  # a sharded queue
-            flash(request, str(exc), "error")
-            return back(request, request.route_path("queue", name=name))
-        if raw:
-            n = int(raw)
-            flash(
-                request,
-                request.t("{name}: at most {n} tasks at once, on all workers.", name=name, n=n),
-            )
-        else:
-            flash(request, request.t("{name}: no running limit.", name=name))
-        audit(request, "limit queue", queue=name, detail=f"max_running={raw or 'none'}")
-        return back(request, request.route_path("queue", name=name))
+    elif action in ("limit", "key_limit"):
+        return _set_running_limit(request, name, per_key=action == "key_limit")
     elif action == "pending":
         return _set_pending_limit(request, name)
     elif action == "rate":

@@ -99,3 +99,38 @@ def test_a_keys_waiting_tasks_are_listed_in_its_turns_order(
     assert bad.status_int == 404 and "1 to 128 characters" in bad.text
     zh = operator.get(f"/queues/{Q}?key=acme", headers={"Accept-Language": "zh-CN"})
     assert "键 acme 的待处理任务" in zh.text
+
+
+def test_an_operator_sets_the_running_limit_per_key(
+    operator: TestApp, viewer: TestApp, store: Storage
+) -> None:
+    """The queue page's per-key running limit (``key_concurrency``): shown once the queue has
+    keyed tasks, checked like the queue's, audited; a fetch then takes one task per key."""
+    from tests.key_tasks import plain
+
+    plain.delay(1)
+    page = operator.get(f"/queues/{Q}")
+    assert not page.html.find("input", attrs={"name": "key_concurrency"})  # no keyed task yet
+    for n in range(3):
+        send_mail.delay("acme", n)
+        send_mail.delay("beta", n)
+    page = operator.get(f"/queues/{Q}")
+    assert page.html.find("input", attrs={"name": "key_concurrency"})
+    form = {"action": "key_limit", "key_concurrency": "1"}
+    assert post(viewer, f"/queues/{Q}/state", form, expect_errors=True).status_int == 403
+    r = post(operator, f"/queues/{Q}/state", form).follow()
+    assert "mailer: at most 1 tasks of one key at once, on all workers." in r.text
+    assert store.queue_limits(Q).key_concurrency == 1
+    assert r.html.find("input", attrs={"name": "key_concurrency"})["value"] == "1"
+    leases = store.fetch(Q, "w", "t", 60_000, 10)
+    keys = [store.record(Q, x.id).meta.get("key") for x in leases]  # type: ignore[union-attr]
+    assert sorted(map(str, keys)) == ["None", "acme", "beta"]
+    for bad in ("0", "x", "10001"):
+        r = post(operator, f"/queues/{Q}/state", {"action": "key_limit", "key_concurrency": bad})
+        assert "Running limit: a number from 1 to 10000" in r.follow().text
+    assert store.queue_limits(Q).key_concurrency == 1
+    r = post(operator, f"/queues/{Q}/state", {"action": "key_limit", "key_concurrency": ""})
+    assert "mailer: no running limit per key." in r.follow().text
+    assert store.queue_limits(Q).key_concurrency is None
+    audit = operator.get("/audit").text
+    assert "key_concurrency=1" in audit and "key_concurrency=none" in audit
