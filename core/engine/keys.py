@@ -222,6 +222,14 @@ class Keys:
         """Set: the keys an operator paused."""
         return self._q(queue, "k:paused")
 
+    def key_weight(self, queue: str) -> str:
+        """Hash: key -> its weight W > 1, tasks it takes a turn (an operator's; absent: 1)."""
+        return self._q(queue, "k:weight")
+
+    def key_used(self, queue: str) -> str:
+        """Hash: key -> tasks a weighted key took in its current turn."""
+        return self._q(queue, "k:used")
+
     def key_ready(self, queue: str, priority: Priority | str, key: str) -> str:
         """List: one key's entries ready at one level (``<id>#k<n>``)."""
         level = priority.value if isinstance(priority, Priority) else priority
@@ -422,5 +430,6 @@ def forget_deleted(keys: Keys, queue: str, now_s: float) -> list[str]:
             keys.rate(queue), keys.waiter(queue), keys.room(queue), keys.cronlast(queue),
             keys.totals(queue), keys.key_turns(queue), keys.key_state(queue),
             keys.key_due(queue), keys.key_rate(queue), keys.key_paused(queue),
+            keys.key_weight(queue), keys.key_used(queue),
             *(keys.stats(queue, minute - i) for i in range(STATS_MINUTES)),
             *(keys.stats5(queue, slot - i) for i in range(STATS_SLOTS))]  # fmt: skip

@@ -55,6 +55,7 @@ NAMES = (
     "configure",
     "rate_leave",
     "key_pause",
+    "key_weight",
     "login",
     "session",
     "token",

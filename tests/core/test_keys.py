@@ -278,3 +278,28 @@ def test_a_purge_of_ready_takes_the_keyed_tasks_too(storage: Storage) -> None:
     assert take(storage, 10) == []
     h = send_mail.delay("acme", 99)  # the key takes its turn again
     assert [x.id for x in take(storage, 10)] == [h.id]
+
+
+def test_a_weighted_key_takes_its_weight_in_tasks_each_turn(storage: Storage) -> None:
+    """An operator's weight W: the key takes W tasks in a row each turn, the others one,
+    across fetches of any size; parked or dry, its next turn starts afresh; 1 clears it."""
+    for n in range(12):  # crawl has no running limit: each fetch below acks before the next
+        for host in ("gold", "tin", "zinc"):
+            crawl.delay(host, n)  # key "host:<host>"
+    storage.weigh_key(Q, "host:gold", 3)
+    [gold] = [k for k in storage.key_totals(Q).top if k.key == "host:gold"]
+    assert gold.weight == 3
+    order = []
+    for size in (1, 2, 1, 4, 2):  # one-by-one and batched fetches see the same turns
+        got = take(storage, size)
+        order += [key_of(storage, x)[5:] for x in got]
+        ack(storage, got)
+    assert order == ["gold", "gold", "gold", "tin", "zinc", "gold", "gold", "gold", "tin", "zinc"], order
+    storage.weigh_key(Q, "host:gold", 1)  # back to one a turn
+    got = take(storage, 6)
+    assert [key_of(storage, x)[5:] for x in got] == ["gold", "tin", "zinc"] * 2
+    for bad in (0, 1001, 2.5, "3", True):
+        with pytest.raises(InvalidOption, match="weight is an int from 1 to 1000"):
+            storage.weigh_key(Q, "gold", bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidOption, match="key must be"):
+        storage.weigh_key(Q, "a\nb", 2)

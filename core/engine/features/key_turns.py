@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ztq.core.engine.queue_limits import check_key
+from ztq.core.errors import InvalidOption
 from ztq.core.engine.transport import Transport
 
 # a key's state in the rotation (_keyed.lua): why it is not taking turns now
@@ -23,6 +24,7 @@ class KeyStat:
     waiting: int
     running: int
     held: str  # '' (taking turns or idle), 'running limit', 'rate limit' or 'paused'
+    weight: int = 1  # tasks it takes a turn (an operator's setting)
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,13 @@ class KeyTurns(Transport):
         keys take their turns; resumed, an idle executor is woken for it."""
         self.call("key_pause", [self.keys.tasks(queue)], ["1" if on else "0", check_key(key)])
 
+    def weigh_key(self, queue: str, key: str, weight: int) -> None:
+        """Give one key of ``queue`` a weight: it takes ``weight`` tasks in a row each turn,
+        the other keys one (1 clears it). Kept until changed, with or without tasks."""
+        if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 1000:
+            raise InvalidOption(f"a key's weight is an int from 1 to 1000, not {weight!r}")
+        self.call("key_weight", [self.keys.tasks(queue)], [weight, check_key(key)])
+
     def key_totals(self, queue: str, top: int = 10) -> KeyTotals:
         """The ``top`` keys by tasks waiting, then the keys running that are not among them
         (at most one per lease: bounded by the fleet's threads), with the totals. Three
@@ -66,11 +75,13 @@ class KeyTurns(Transport):
             names = list(waiting) + sorted(set(running) - set(waiting), key=lambda x: -running[x])
             names = names[:top]
             pipe = self.client.pipeline(transaction=False)
-            pipe.hmget(k.key_state(queue), names) if names else None
+            if names:
+                pipe.hmget(k.key_state(queue), names)
+                pipe.hmget(k.key_weight(queue), names)
             for name in names:
                 pipe.sismember(k.key_paused(queue), name)
-            got = pipe.execute() if names else [[]]
-        states, paused = got[0], got[1:]
+            got = pipe.execute() if names else [[], []]
+        states, weights, paused = got[0], got[1], got[2:]
         stats = []
         for i, name in enumerate(names):
             held = "paused" if paused[i] else HELD.get(_s(states[i] or ""), "")
@@ -78,7 +89,8 @@ class KeyTurns(Transport):
                 pass
             elif held:  # no task waits: nothing is held back
                 held = ""
-            stats.append(KeyStat(name, waiting.get(name, 0), running.get(name, 0), held))
+            weight = int(weights[i] or 1)
+            stats.append(KeyStat(name, waiting.get(name, 0), running.get(name, 0), held, weight))
         return KeyTotals(stats, int(keys_waiting), int(total or 0), sum(running.values()))
 
 

@@ -2,8 +2,8 @@
 -- for every script. A task enqueued with a key never enters the queue's plain ready lists:
 -- it waits in its key's own lists (one per priority level) and the queue keeps a rotation of
 -- the keys that have tasks ready. A fetch (fetch.lua, after the plain lists) takes the next
--- key in turn, one task, and puts the key back at the end of the line: a key with 100,000
--- tasks and a key with 10 progress alike. A key at its limit (running, rate, paused) is
+-- key in turn, one task (W for a key of weight W), and puts the key back at the end of the
+-- line: a key with 100,000 tasks and a key with 10 progress alike. A key at its limit (running, rate, paused) is
 -- parked: taken out of the rotation, so no fetch looks at it again until what parked it ends
 -- (a lease of the key ends: clear_run; its next token is due: the `due` zset; it is resumed).
 -- Work per fetch is O(1) in the number of waiting keys.
@@ -20,6 +20,8 @@
 --   <p>k:rate         hash: 'k:'..key -> GCRA arrival time of its next start; `slot`/`who`
 --                     the executor registered to fetch at the next token (as _lib.lua's)
 --   <p>k:paused       set: paused keys (an operator's pause of one key)
+--   <p>k:weight       hash: key -> its weight W > 1 (an operator's: W tasks a turn; absent: 1)
+--   <p>k:used         hash: key -> tasks taken in its current turn (a weighted key only)
 --   <p>k:r:<level>:<key>  list: the key's ready entries at that priority level
 -- The tasks hash keeps `#keyed` (tasks waiting in keyed lists: `pending` counts them) and
 -- `#kseq` (a counter: every keyed entry is `<id>#k<n>`, unique, kept on the record as
@@ -34,7 +36,7 @@ function KEYED.names(tasks)
   local p = string.sub(tasks, 1, -6)  -- '<prefix>:{q}:' of '<prefix>:{q}:tasks'
   k = {p = p, turns = p .. 'k:turns', state = p .. 'k:state', wait = p .. 'k:wait',
     run = p .. 'k:run', due = p .. 'k:due', rate = p .. 'k:rate', paused = p .. 'k:paused',
-    wake = p .. 'wake', config = p .. 'config'}
+    weight = p .. 'k:weight', used = p .. 'k:used', wake = p .. 'wake', config = p .. 'config'}
   KEYED.cache[tasks] = k
   return k
 end
@@ -58,6 +60,23 @@ end
 local function key_turn(k, key, head)
   redis.call('HSET', k.state, key, 'r')
   redis.call(head and 'LPUSH' or 'RPUSH', k.turns, key)
+end
+
+-- A task of `key` was taken: a key of weight W keeps the head of the line for W takes in a
+-- row (its count of this turn in k:used), then goes to the end like any other
+local function turn_taken(k, key)
+  local w = tonumber(redis.call('HGET', k.weight, key))
+  if w and w > 1 and redis.call('HINCRBY', k.used, key, 1) < w then
+    key_turn(k, key, true)
+    return
+  end
+  if w then redis.call('HDEL', k.used, key) end
+  key_turn(k, key, false)  -- the end of the line (dropped on its turn if dry)
+end
+
+-- a key out of the rotation (dry or parked) starts its next turn afresh
+local function turn_ended(k, key)
+  redis.call('HDEL', k.used, key)
 end
 
 local function counted_wait(k, tasks, key, by)
@@ -161,20 +180,24 @@ function KEYED.take(tasks, taken, want, now, on_expired, worker, thread)
     local id, meta, payload, list = key_head(k, tasks, key, budget)
     if not id then
       redis.call('HDEL', k.state, key)  -- ran dry: out of the rotation
+      turn_ended(k, key)
       local tat = tonumber(redis.call('HGET', k.rate, 'k:' .. key))
       if tat and tat <= now then redis.call('HDEL', k.rate, 'k:' .. key) end
     elseif redis.call('SISMEMBER', k.paused, key) == 1 then
       redis.call('HSET', k.state, key, 'p')
+      turn_ended(k, key)
     else
       local cap = key_cap(meta.kc, qcap)
       local due = nil
       if cap and (tonumber(redis.call('ZSCORE', k.run, key)) or 0) >= cap then
         redis.call('HSET', k.state, key, 'c')
+        turn_ended(k, key)
       else
         due = not expired(meta, now) and meta.kr and key_token(k, key, meta.kr, now)
         if due then
           redis.call('HSET', k.state, key, 't')
           redis.call('ZADD', k.due, due, key)
+          turn_ended(k, key)
         else
           redis.call('LPOP', list)
           counted_wait(k, tasks, key, -1)
@@ -186,7 +209,7 @@ function KEYED.take(tasks, taken, want, now, on_expired, worker, thread)
             redis.call('ZINCRBY', k.run, 1, key)
             taken[#taken + 1] = {id, meta, payload}
           end
-          key_turn(k, key, false)  -- the end of the line (dropped on its turn if dry)
+          turn_taken(k, key)
         end
       end
     end
@@ -249,6 +272,18 @@ function KEYED.unpark(tasks, why)
     end
   end
   return n
+end
+
+-- An operator gives one key a weight: W tasks a turn (1: one, as every key)
+function KEYED.weigh(tasks, key, w)
+  local k = KEYED.names(tasks)
+  if w > 1 then
+    redis.call('HSET', k.weight, key, w)
+  else
+    redis.call('HDEL', k.weight, key)
+    redis.call('HDEL', k.used, key)
+  end
+  return 1
 end
 
 -- An operator pauses (on) or resumes one key: a paused key's tasks wait (they stay counted);
