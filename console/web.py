@@ -12,7 +12,7 @@ from urllib.parse import quote, urlsplit
 
 from pyramid.httpexceptions import HTTPNotFound, HTTPSeeOther
 
-from ztq.core.client.calls import TASK_ID
+from ztq.core.client.options import TASK_ID
 from ztq.core.engine.keys import check_physical, split_shard
 from ztq.core.errors import InvalidName
 from ztq.core.monitor import queues as monitor

@@ -18,7 +18,6 @@ from ztq.core.client.app import (
     default_app,
     disconnect_all,
     get_storage,
-    load_app,
     lookup,
     registered,
     remove_cron,
@@ -26,6 +25,7 @@ from ztq.core.client.app import (
     task,
     use_transaction_manager,
 )
+from ztq.core.client.apps import load_app
 from ztq.core.client.batch import Batch, BatchStatus, batch
 from ztq.core.client.calls import TaskCall, task_id_for
 from ztq.core.client.cron import CronTable

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ztq.core.client import batch as _batch
+from ztq.core.client.apps import app_or_default
 from ztq.core.client.calls import TaskCall
-from ztq.core.client.current import app_or_default
 from ztq.core.engine.fault_kinds import describe, kind
 from ztq.core.engine.storage import Leased, Storage
 

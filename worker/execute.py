@@ -16,7 +16,7 @@ import traceback as tb
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ztq.core.client.app import import_module
+from ztq.core.client.apps import import_module
 from ztq.core.engine.record import decode_payload
 from ztq.core.errors import (
     ConfigError,

@@ -16,8 +16,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ztq.core.client.app import App, default_app, load_app
-from ztq.core.client.apps import check_shared_names, tasks_elsewhere
+from ztq.core.client.app import App, default_app
+from ztq.core.client.apps import check_shared_names, load_app, tasks_elsewhere
 from ztq.core.client.cron import CronTable
 from ztq.core.engine.fault_kinds import kind
 from ztq.core.engine.storage import Reaped, Storage

@@ -16,15 +16,11 @@ keeps working, and the default app is the only process-wide state ztq keeps.
 
 from __future__ import annotations
 
-import importlib
-import os
-import sys
 from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
-from ztq.core.client import current
-from ztq.core.client.apps import LIVE, check_shared_names
+from ztq.core.client import apps
 from ztq.core.client.batch import Batch
 from ztq.core.client.calls import TaskCall
 from ztq.core.client.cron import DEFAULT_GRACE, CronEntry, CronSchedule, check_cron_call
@@ -32,12 +28,8 @@ from ztq.core.client.enqueue import send as _send
 from ztq.core.client.handle import TaskHandle
 from ztq.core.client.handle import aping as _aping
 from ztq.core.client.handle import ping as _ping
-from ztq.core.client.registry import (
-    Registry,
-    TaskFunction,
-    make_task,
-    refuse_unknown_options,
-)
+from ztq.core.client.options import TaskOptions, refuse_unknown_options, task_keying
+from ztq.core.client.registry import Registry, TaskFunction
 from ztq.core.engine.connection import Connections
 from ztq.core.engine.queue_limits import KEEP, Keep
 from ztq.core.engine.storage import Storage
@@ -98,7 +90,7 @@ class App:
         self.transaction_manager: Callable[[], Any] | None = None
         # the built-in policies (docs/middleware.md), unless the list is given whole
         self.middleware = Chain(default_middleware() if middleware is None else middleware)
-        LIVE.add(self)
+        apps.LIVE.add(self)
 
     def __repr__(self) -> str:
         return f"<ztq.App {self.name!r}>"
@@ -222,16 +214,21 @@ class App:
         key's starts (docs/queue-controls.md, "Per-key limits and fair turns").
         """
 
+        key_of, key_rate, rate = task_keying(key, rate_limit)
+        options = TaskOptions(
+            queue=queue, connection=connection, priority=priority, retries=retries,
+            timeout=timeout, unique=unique, result_ttl=result_ttl, shards=shards,
+            expires=expires, key_concurrency=concurrency, key_rate=key_rate,
+        )  # fmt: skip
+
         def register(f: Callable[..., Any]) -> TaskFunction[Any, Any]:
-            tf = make_task(
-                self, f, queue=queue, name=name, connection=connection, priority=priority,
-                retries=retries, timeout=timeout, unique=unique, batch_size=batch_size,
-                on_batch=on_batch, result_ttl=result_ttl, shards=shards, expires=expires,
-                rate_limit=rate_limit, key=key, concurrency=concurrency,
+            tf = TaskFunction(
+                f, app=self, options=options, name=name, key=key_of, rate_limit=rate,
+                batch_size=batch_size, on_batch=on_batch,
             )  # fmt: skip
             self.registry.add(tf)
             try:
-                check_shared_names(self, [tf.name])
+                apps.check_shared_names(self, [tf.name])
             except ConfigError:
                 self.registry.remove(tf.name)
                 raise
@@ -361,135 +358,41 @@ class App:
         self.transaction_manager = manager if enabled else None
 
 
-current.provide(lambda: App("default"))
-default_app = current.default_app
+apps.provide(lambda: App("default"))
+default_app = apps.default_app
 
 
-# -- the default app's connections (what `from ztq.core import connect` means) --------------
-def connect(
-    url: str | None = None,
-    *,
-    name: str = "default",
-    prefix: str | None = None,
-    cluster: bool | None = None,
-    client: Any = None,
-    request_window: float | None = None,
-) -> Storage:
-    """:meth:`Connections.connect` of the default app."""
-    return default_app().connections.connect(
-        url, name=name, prefix=prefix, cluster=cluster, client=client,
-        request_window=request_window,
-    )  # fmt: skip
+# -- the default app, module-level (what `from ztq.core import connect, task, ...` gives) --
+def _of_default_app(path: str) -> Callable[..., Any]:
+    """``path`` (a method of the app, or of its connections) called on the default app,
+    made on first use: the module-level API passes its arguments through as they are."""
+    owner, _, name = path.rpartition(".")
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        app = default_app()
+        return getattr(app.connections if owner else app, name)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = f":meth:`{'Connections' if owner else 'App'}.{name}` of the default app."
+    return call
 
 
-def get_storage(name: str = "default") -> Storage:
-    """:meth:`Connections.get` of the default app."""
-    return default_app().connections.get(name)
-
-
-def disconnect_all() -> None:
-    """:meth:`Connections.close_all` of the default app."""
-    default_app().connections.close_all()
-
-
-def import_module(name: str) -> Any:
-    """Import a module of the user's project, from the current directory too (as rq and
-    celery do: ``ztq worker`` is started in the project's folder)."""
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    return importlib.import_module(name)
-
-
-def load_app(spec: str) -> App:
-    """The app named by ``module:attribute`` (``ztq worker --app myproj.tasks:app``)."""
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise ConfigError(f"app {spec!r} must be given as module:attribute, e.g. myproj.tasks:app")
-    try:
-        module = import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"cannot import the module of app {spec!r}: {exc}") from exc
-    app = getattr(module, attr, None)
-    if not isinstance(app, App):
-        raise ConfigError(f"{spec} is not a ztq.core.App (found {type(app).__name__})")
-    return app
-
-
-def connection_flags(
-    app: App | None, url: str | None, prefix: str | None
-) -> tuple[str | None, str | None]:
-    """The Redis URL and prefix flags: those given (command line), else the app's own."""
-    if app is None:
-        return url, prefix
-    return url or app.redis_url, prefix or app.prefix
-
-
-# -- the default app, module-level (what `from ztq.core import task, ...` gives) -------------
-if TYPE_CHECKING:
-    task = App().task  # the same signature and overloads as App.task
+if TYPE_CHECKING:  # the signatures and overloads of the default app's methods
+    _app = App()
+    connect, get_storage = _app.connections.connect, _app.connections.get
+    disconnect_all = _app.connections.close_all
+    task, configure_queue, subscribe_task = _app.task, _app.configure_queue, _app.subscribe_task
+    add_cron, remove_cron, cron_entries = _app.add_cron, _app.remove_cron, _app.cron_entries
+    lookup, registered = _app.lookup, _app.registered
+    use_transaction_manager = _app.use_transaction_manager
 else:
-
-    def task(fn=None, /, **options):
-        """``@task`` on the default app: see :meth:`App.task`."""
-        return default_app().task(fn, **options)
-
-
-@refuse_unknown_options("configure_queue")
-def configure_queue(
-    queue: str,
-    *,
-    max_running: int | None | Keep = KEEP,
-    max_pending: int | None | Keep = KEEP,
-    when_full: str | Keep = KEEP,
-    block_timeout: float | Keep = KEEP,
-    rate_limit: str | None | Keep = KEEP,
-    key_concurrency: int | None | Keep = KEEP,
-    connection: str = "default",
-) -> None:
-    """:meth:`App.configure_queue` of the default app."""
-    default_app().configure_queue(
-        queue, max_running=max_running, max_pending=max_pending, when_full=when_full,
-        block_timeout=block_timeout, rate_limit=rate_limit, key_concurrency=key_concurrency,
-        connection=connection,
-    )  # fmt: skip
-
-
-def subscribe_task(
-    channel: str,
-    task: TaskFunction[Any, Any] | str,
-    *,
-    name: str | None = None,
-    start: str = "new",
-    connection: str = "default",
-) -> Subscription:
-    """:meth:`App.subscribe_task` of the default app."""
-    return default_app().subscribe_task(
-        channel, task, name=name, start=start, connection=connection
+    connect, get_storage, disconnect_all = map(
+        _of_default_app, ["connections.connect", "connections.get", "connections.close_all"]
     )
-
-
-def lookup(name: str) -> TaskFunction[Any, Any]:
-    return default_app().lookup(name)
-
-
-def registered() -> dict[str, TaskFunction[Any, Any]]:
-    return default_app().registered()
-
-
-def add_cron(
-    call: Any, spec: str, *, name: str | None = None, grace: float = DEFAULT_GRACE
-) -> CronEntry:
-    return default_app().add_cron(call, spec, name=name, grace=grace)
-
-
-def remove_cron(name: str) -> None:
-    default_app().remove_cron(name)
-
-
-def cron_entries() -> list[CronEntry]:
-    return default_app().cron_entries()
-
-
-def use_transaction_manager(enabled: bool = True) -> None:
-    """:meth:`App.use_transaction_manager` of the default app."""
-    default_app().use_transaction_manager(enabled)
+    task, configure_queue, subscribe_task, add_cron, remove_cron, cron_entries = map(
+        _of_default_app,
+        ["task", "configure_queue", "subscribe_task", "add_cron", "remove_cron", "cron_entries"],
+    )
+    lookup, registered, use_transaction_manager = map(
+        _of_default_app, ["lookup", "registered", "use_transaction_manager"]
+    )

@@ -1,20 +1,59 @@
-"""The live apps of this process, as the checks that look across them need them: a task
-name two apps give to two functions on one Redis and prefix (refused), and the tasks a
-worker's modules define on apps other than the one it serves (it says so when it starts).
+"""The apps of this process: the default app's slot, the one piece of global state ztq
+keeps, and the live apps, as the checks that look across them need them.
+
+``fn.delay()``, ``TaskHandle`` and ``channel()`` work without an app: they use the default
+app, made on first use. The modules that need it sit below :mod:`ztq.core.client.app` (the
+app imports them), so they reach the default through this slot instead of importing the
+app: ``client.app`` fills the slot with the way to make one when it is imported, which
+``import ztq.core`` always does first.
+
+Across the live apps: a task name two apps give to two functions on one Redis and prefix
+(refused), and the tasks a worker's modules define on apps other than the one it serves
+(it says so when it starts). And the app a command names (``--app module:attribute``).
 """
 
 from __future__ import annotations
 
+import importlib
+import os
 import sys
+import threading
 import weakref
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
-from ztq.core.client.registry import origin
 from ztq.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from ztq.core.client.app import App
+
+_make: Callable[[], App] | None = None
+_default: App | None = None
+_lock = threading.Lock()
+
+
+def provide(make: Callable[[], App]) -> None:
+    """Say how the default app is made (``client.app`` calls this once, on import)."""
+    global _make
+    _make = make
+
+
+def default_app() -> App:
+    """The app the module-level functions act on, made on first use."""
+    global _default
+    if _default is None:
+        with _lock:
+            if _default is None:
+                if _make is None:  # only when ztq.core.client.app was never imported
+                    raise RuntimeError("import ztq.core before using the default app")
+                _default = _make()
+    return _default
+
+
+def app_or_default(app: App | None) -> App:
+    """``app``, or the default app when None."""
+    return default_app() if app is None else app
+
 
 # every App alive in the process, only to find two that share a Redis and a prefix and give
 # one task name two functions (check_shared_names); not a registry of anything else
@@ -68,3 +107,42 @@ def tasks_elsewhere(app: App, modules: Iterable[str]) -> list[tuple[str, App, li
             spec = next(found, "")
             out.append((module, other, names, spec))
     return out
+
+
+def origin(f: Callable[..., Any]) -> str:
+    code = getattr(f, "__code__", None)
+    where = f"{code.co_filename}:{code.co_firstlineno}" if code else ""
+    return f"{f.__module__}.{getattr(f, '__qualname__', f)} {where}".strip()
+
+
+# -- the app a command names -----------------------------------------------------------------
+def import_module(name: str) -> Any:
+    """Import a module of the user's project, from the current directory too (as rq and
+    celery do: ``ztq worker`` is started in the project's folder)."""
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    return importlib.import_module(name)
+
+
+def load_app(spec: str) -> App:
+    """The app named by ``module:attribute`` (``ztq worker --app myproj.tasks:app``)."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigError(f"app {spec!r} must be given as module:attribute, e.g. myproj.tasks:app")
+    try:
+        module = import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"cannot import the module of app {spec!r}: {exc}") from exc
+    app = getattr(module, attr, None)
+    if app not in LIVE:  # every App is, from its __init__ on
+        raise ConfigError(f"{spec} is not a ztq.core.App (found {type(app).__name__})")
+    return app
+
+
+def connection_flags(
+    app: App | None, url: str | None, prefix: str | None
+) -> tuple[str | None, str | None]:
+    """The Redis URL and prefix flags: those given (command line), else the app's own."""
+    if app is None:
+        return url, prefix
+    return url or app.redis_url, prefix or app.prefix

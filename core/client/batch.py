@@ -18,9 +18,9 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from ztq.core.client.apps import app_or_default
 from ztq.core.client.buffer import BatchBuffer, block_buffer
 from ztq.core.client.calls import TaskCall
-from ztq.core.client.current import app_or_default
 from ztq.core.client.enqueue import entry, faults, placed
 from ztq.core.client.handle import TaskHandle
 from ztq.core.engine.batching.store import BatchStatus

@@ -9,26 +9,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import re
 import time
-from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass, field, fields, replace
-from datetime import datetime, timedelta
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from ztq.core.client.current import app_or_default
-from ztq.core.engine.keys import check_queue, check_shards
-from ztq.core.engine.queue_limits import check_keyed
+from ztq.core.client.apps import app_or_default
+from ztq.core.client.options import OPTION_ORDER, TaskOptions, ztq_option_error
+from ztq.core.engine.keys import check_queue
 from ztq.core.engine.record import payload_list
-from ztq.core.errors import (
-    InvalidName,
-    InvalidOption,
-    SerializationError,
-    UnknownOption,
-    unknown_name,
-)
+from ztq.core.errors import InvalidName, InvalidOption, SerializationError
 from ztq.core.states import Priority
 
 if TYPE_CHECKING:
@@ -36,21 +28,12 @@ if TYPE_CHECKING:
     from ztq.core.client.handle import TaskHandle
 
 TASK_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]{0,199}$")
-TASK_ID = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")
 
 
 def check_task_name(name: str) -> str:
     if not isinstance(name, str) or not TASK_NAME.match(name):
         raise InvalidName(f"task name {name!r} is not allowed: use a dotted Python name")
     return name
-
-
-def check_task_id(task_id: str) -> str:
-    if not isinstance(task_id, str) or not TASK_ID.match(task_id):
-        raise InvalidName(
-            f"task id {task_id!r} is not allowed: 1-128 letters, digits, '_', '.', ':' or '-'"
-        )
-    return task_id
 
 
 class _Encoder:
@@ -118,136 +101,25 @@ def task_id_for(queue: str, task: str, args: list[Any], kwargs: dict[str, Any]) 
     return hashlib.md5(canonical.encode("utf-8"), usedforsecurity=False).hexdigest()
 
 
-# ZTQ passed its options as ``ztq_*`` keywords of the call itself; ztq takes options as
-# keyword arguments of ``enqueue``/``prepare`` and every keyword of ``delay`` is an argument
-# of the task. A ``ztq_*`` argument is refused at the call (ZTQ code would otherwise store the
-# option as an argument, and the worker fail the task with WrongArguments): see
-# docs/migrating-from-ztq.md and ztq.core.contrib.compat, which maps these names.
-ZTQ_OPTIONS = {  # ZTQ's name -> (ztq's option, how a call gives it)
-    "ztq_first": ("first=True", "fn.enqueue(args, first=True)"),
-    "ztq_callback": ("callback=", "fn.enqueue(args, callback=done.prepare(args))"),
-    "ztq_fcallback": ("on_failure=", "fn.enqueue(args, on_failure=failed.prepare(args))"),
-    "ztq_pcallback": ("on_progress=", "fn.enqueue(args, on_progress=progress.prepare(args))"),
-    "ztq_queue": ("queue=", "fn.enqueue(args, queue='mail')"),
-    "ztq_transaction": ("with transaction():", "calls in the block are sent at its end"),
-    "ztq_run": ("ping() before delay()", "compat.ping_task(fn, *args, ztq_run=True)"),
-}
-
-
-def ztq_option_error(name: str) -> InvalidOption:
-    """The error for a ``ztq_*`` keyword given to ``delay``/``enqueue``/``prepare``."""
-    if name not in ZTQ_OPTIONS:
-        return InvalidOption(
-            f"{name} looks like one of ZTQ's options: keyword arguments starting with ztq_ "
-            "are reserved; give options to fn.enqueue(args, kwargs, **options), or call "
-            "through ztq.core.contrib.compat (docs/migrating-from-ztq.md)"
-        )
-    option, example = ZTQ_OPTIONS[name]
-    return InvalidOption(
-        f"{name} is ZTQ's option: use {option} ({example}) or ztq.core.contrib.compat"
-    )
-
-
 # what a worker adds to a callback's keyword arguments (core/middleware/policies.py
 # Callbacks): ``on_failure`` gets the error's type and message, ``on_progress`` the data
 FAILURE_KWARGS = ("error_code", "error_message")
 PROGRESS_KWARG = "progress"
 
 
-def check_option_names(given: Iterable[str], known: Collection[str], what: str) -> None:
-    """Refuse an option name that ``what`` does not take: ZTQ's ``ztq_*`` names with the
-    ztq option that replaces them, any other with the nearest known name
-    (:class:`UnknownOption`, a ``TypeError`` too). Callers test the names cheaply first
-    (``known.issuperset(given)``) and call this only when one is unknown."""
-    for name in given:
-        if name not in known:
-            if isinstance(name, str) and name.startswith("ztq_"):
-                raise ztq_option_error(name)
-            raise UnknownOption(unknown_name("option", name, known, what))
-
-
-def _priority(value: Priority | str) -> Priority:
-    if type(value) is Priority:
-        return value
-    try:
-        return Priority(value)
-    except ValueError:
-        raise InvalidOption(f"priority must be one of high, normal, low, not {value!r}") from None
-
-
-def _seconds(value: Any, what: str, *, allow_zero: bool = True) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, timedelta) and what != "eta":  # a length of time (an eta is a moment)
-        value = value.total_seconds()
-    if type(value) is float and value > 0 and math.isfinite(value):
-        return value
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InvalidOption(f"{what} must be a number of seconds, not {value!r}")
-    if value < 0 or (value == 0 and not allow_zero):
-        raise InvalidOption(f"{what} must be {'>= 0' if allow_zero else '> 0'}, not {value!r}")
-    return float(value)
-
-
-def _expires(value: Any) -> float | None:
-    """``expires``: seconds (> 0) or a ``timedelta``; None never expires."""
-    if isinstance(value, datetime):
-        raise InvalidOption(
-            f"expires takes seconds or a timedelta (how long the task stays useful), "
-            f"not a datetime: {value!r}"
-        )
-    return _seconds(value, "expires", allow_zero=False)
-
-
-@dataclass(frozen=True)
-class TaskCall:
-    """One call of a registered task with its options; immutable, reusable."""
+@dataclass(frozen=True, repr=False)
+class TaskCall(TaskOptions):
+    """One call of a registered task: the task, its arguments and its options (a call *is*
+    its :class:`TaskOptions`, with what to run); immutable, reusable. The options are
+    keywords: ``TaskCall("mail.send", ("a@b",), queue="mail")``."""
 
     task: str
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
-    queue: str = "default"
-    connection: str = "default"
-    priority: Priority = Priority.NORMAL
-    delay: float | None = None
-    eta: float | None = None  # epoch seconds
-    # seconds from the enqueue after which a task not started never runs (None: never)
-    expires: float | None = None
-    first: bool = False
-    unique: bool = True
-    id: str | None = None
-    callback: TaskCall | None = None
-    on_failure: TaskCall | None = None
-    on_progress: TaskCall | None = None
-    timeout: float | None = None
-    retries: int = 0
-    result_ttl: float | None = None  # seconds its result is kept; None: the worker's setting
-    pass_result: bool = False  # as a callback: the parent's result comes first in its args
-    # durable enqueue: replicas that must confirm the write (None: the app's setting); how
-    # the call is sent, not what it is: not in the payload, the id or equality
-    replicas: int | None = field(default=None, compare=False)
-    # the queue's shard count (None: what the app's tasks declare for the queue, else 1); it
-    # picks the sub-queue the task goes to, not what the task is: not in the id or equality
-    shards: int | None = field(default=None, compare=False)
-    # headers that travel with the task to its run (e.g. a trace context); not in the id
-    meta: dict[str, str] = field(default_factory=dict)
-    # its key and its limits (docs/queue-controls.md, "Per-key limits"): not in the id
-    key: str | None = field(default=None, compare=False)
-    key_concurrency: int | None = field(default=None, compare=False)
-    key_rate: str | None = field(default=None, compare=False)
     # the app that sends it (None: the default app); not part of the payload or of equality
-    app: App | None = field(default=None, repr=False, compare=False)
-    _payload: str = field(default="", init=False, repr=False, compare=False)
-    _id: str = field(default="", init=False, repr=False, compare=False)  # the MD5, once known
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> TaskCall:
-        """A keyword that is no option is :class:`UnknownOption` naming the nearest one (as
-        for ``prepare`` and ``enqueue``), not Python's bare ``TypeError``; ``replace`` and
-        ``with_options`` come through here too."""
-        if not _FIELD_NAMES.issuperset(kwargs):
-            unknown = [k for k in kwargs if k not in _FIELD_NAMES]
-            check_option_names(unknown, OPTION_NAMES, "TaskCall")
-        return super().__new__(cls)
+    app: App | None = field(default=None, compare=False, kw_only=True)
+    _payload: str = field(default="", init=False, compare=False)
+    _id: str = field(default="", init=False, compare=False)  # the MD5, once known
 
     def __post_init__(self) -> None:
         check_task_name(self.task)
@@ -261,64 +133,16 @@ class TaskCall:
                 raise InvalidOption("kwargs must be a dict with str keys")
             if key[:4] == "ztq_":
                 raise ztq_option_error(key)
-        if not isinstance(self.meta, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in self.meta.items()
-        ):
-            raise InvalidOption("meta must be a dict of str to str")
         object.__setattr__(self, "args", tuple(self.args))
-        object.__setattr__(self, "priority", _priority(self.priority))
-        object.__setattr__(self, "delay", _seconds(self.delay, "delay"))
-        object.__setattr__(self, "timeout", _seconds(self.timeout, "timeout", allow_zero=False))
-        object.__setattr__(self, "result_ttl", _seconds(self.result_ttl, "result_ttl"))
-        eta = self.eta
-        if isinstance(eta, datetime):
-            eta = eta.timestamp()
-        object.__setattr__(self, "eta", _seconds(eta, "eta"))
-        if self.delay is not None and self.eta is not None:
-            raise InvalidOption("give delay or eta, not both")
-        if self.expires is not None:
-            self._check_expires()
-        if isinstance(self.retries, bool) or not isinstance(self.retries, int) or self.retries < 0:
-            raise InvalidOption(f"retries must be an int >= 0, not {self.retries!r}")
-        if self.replicas is not None and (
-            isinstance(self.replicas, bool)
-            or not isinstance(self.replicas, int)
-            or self.replicas < 0
-        ):
-            raise InvalidOption(f"replicas must be an int >= 0, not {self.replicas!r}")
-        if self.shards is not None:
-            try:
-                check_shards(self.shards)
-            except InvalidName as exc:
-                raise InvalidOption(str(exc)) from None
-        if self.id is not None:
-            check_task_id(self.id)
-        if self.key is not None or self.key_concurrency is not None or self.key_rate is not None:
-            check_keyed(self.key, self.key_concurrency, self.key_rate)
-        for name in ("callback", "on_failure", "on_progress"):
-            value = getattr(self, name)
-            if value is not None and not isinstance(value, TaskCall):
-                raise InvalidOption(
-                    f"{name} must be a prepared task (fn.prepare(...)), not {value!r}"
-                )
+        self._check()  # the options' checks
         # encode now so that a bad argument fails at the caller, not in a worker; the text
         # is kept for payload()
         object.__setattr__(self, "_payload", self._encode_payload())
 
-    def _check_expires(self) -> None:
-        """``expires`` as seconds; a due time at or after it is refused (the task could
-        never run)."""
-        expires = _expires(self.expires)
-        object.__setattr__(self, "expires", expires)
-        if expires is None:
-            return
-        due = self.delay if self.eta is None else self.eta - time.time()
-        if due is not None and due >= expires:
-            what = f"delay={due:g}" if self.eta is None else f"eta (in {due:.0f} s)"
-            raise InvalidOption(
-                f"{what} is at or after expires={expires:g}: the task would expire before "
-                "it is due and never run"
-            )
+    def __repr__(self) -> str:
+        """The task and its arguments first, then its options."""
+        shown = [f"{n}={getattr(self, n)!r}" for n in ("task", "args", "kwargs", *OPTION_ORDER)]
+        return f"TaskCall({', '.join(shown)})"
 
     def with_options(self, **changes: Any) -> TaskCall:
         """A copy with other options (``TaskCall`` is immutable)."""
@@ -437,13 +261,6 @@ class TaskCall:
     def enqueue(self) -> TaskHandle:
         """Send the call now, or buffer it when a transaction is open."""
         return app_or_default(self.app).send(self)
-
-
-# the options of TaskCall(...), prepare and enqueue: its fields but the call itself
-OPTION_NAMES = frozenset(
-    f.name for f in fields(TaskCall) if f.init and f.name not in ("task", "args", "kwargs", "app")
-)
-_FIELD_NAMES = frozenset(f.name for f in fields(TaskCall) if f.init)
 
 
 class CallTemplate:

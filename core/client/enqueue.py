@@ -10,10 +10,10 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from ztq.core.client.aio import astorage
+from ztq.core.client.apps import app_or_default
 from ztq.core.client.buffer import BatchBuffer, current_buffer
 from ztq.core.client.calls import TaskCall
 from ztq.core.client.coalesce import acoalescer, coalescer
-from ztq.core.client.current import app_or_default
 from ztq.core.client.handle import TaskHandle
 from ztq.core.engine.aio.transport import AsyncStorage
 from ztq.core.engine.connection import RedisError

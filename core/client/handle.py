@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ztq.core.client.aio import astorage
+from ztq.core.client.apps import app_or_default
 from ztq.core.client.buffer import block_buffer
-from ztq.core.client.current import app_or_default
 from ztq.core.engine.record import TaskRecord
 from ztq.core.engine.storage import Storage
 from ztq.core.errors import NotFound, ResultTimeout, TaskExpired, TaskFailed

@@ -1,8 +1,9 @@
 """Registered tasks: :class:`TaskFunction`, and the :class:`Registry` each app keeps of them.
 
-``@app.task`` (or ``@task`` on the default app, :mod:`ztq.core.client.app`) builds a
-``TaskFunction`` with :func:`make_task` and adds it to the app's registry; workers look
-payloads' task names up in the registry of the app they serve.
+``@app.task`` (or ``@task`` on the default app, :mod:`ztq.core.client.app`) turns its
+keywords into the task's :class:`~ztq.core.client.options.TaskOptions`, builds a
+``TaskFunction`` with them and adds it to the app's registry; workers look payloads' task
+names up in the registry of the app they serve.
 """
 
 from __future__ import annotations
@@ -11,29 +12,24 @@ import functools
 import inspect
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
-from ztq.core.client.calls import (
-    FAILURE_KWARGS,
-    OPTION_NAMES,
-    PROGRESS_KWARG,
-    CallTemplate,
-    TaskCall,
-    check_option_names,
-    check_task_name,
+from ztq.core.client.apps import origin
+from ztq.core.client.binding import (
+    ArgumentCheck,
+    argument_check,
+    check_callbacks,
+    partial_check,
+    with_key,
 )
+from ztq.core.client.calls import CallTemplate, TaskCall, check_task_name
 from ztq.core.client.enqueue import asend, send
 from ztq.core.client.handle import TaskHandle
-from ztq.core.client.keying import Keyed, KeyOf, task_keying, with_key
-from ztq.core.engine.keys import check_queue, shard_for
+from ztq.core.client.options import OPTION_NAMES, KeyOf, TaskOptions, check_option_names
+from ztq.core.engine.keys import shard_for
 from ztq.core.engine.queue_limits import Rate
-from ztq.core.errors import (
-    ConfigError,
-    InvalidOption,
-    UnknownTask,
-    UnsupportedTask,
-    WrongArguments,
-)
+from ztq.core.errors import ConfigError, InvalidOption, UnknownTask, UnsupportedTask
 from ztq.core.messaging.broadcast import BroadcastHandle, send_broadcast
 from ztq.core.states import Priority
 
@@ -42,50 +38,74 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
+
+
+class Option(Generic[T]):
+    """A task's default option, read from its :class:`TaskOptions` (``fn.queue``); setting
+    one gives the task new options, checked (and a new template for ``delay``)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, tf: None, owner: type) -> Option[T]: ...
+    @overload
+    def __get__(self, tf: TaskFunction[Any, Any], owner: type) -> T: ...
+    def __get__(self, tf: TaskFunction[Any, Any] | None, owner: type) -> Any:
+        return self if tf is None else getattr(tf.options, self.name)
+
+    def __set__(self, tf: TaskFunction[Any, Any], value: T) -> None:
+        tf.options = replace(tf.options, **{self.name: value})
 
 
 class TaskFunction(Generic[P, R]):
-    """A registered task. Calling it runs the function inline; ``delay``/``enqueue`` send it."""
+    """A registered task. Calling it runs the function inline; ``delay``/``enqueue`` send it
+    with its :attr:`options` (``@task(...)``'s), changed by the ones a call names."""
+
+    queue = Option[str]()
+    connection = Option[str]()
+    priority = Option[Priority]()
+    retries = Option[int]()
+    timeout = Option[float | None]()
+    unique = Option[bool]()
+    result_ttl = Option[float | None]()
+    shards = Option[int | None]()
+    expires = Option[float | None]()
+    key_concurrency = Option[int | None]()
+    key_rate = Option[str | None]()
 
     def __init__(
         self,
         fn: Callable[P, R],
         *,
         app: App,
-        name: str,
-        queue: str,
-        connection: str,
-        priority: Priority,
-        retries: int,
-        timeout: float | None,
-        unique: bool,
-        batch_size: int | None,
-        on_batch: Callable[[], Any] | None,
-        result_ttl: float | None = None,
-        shards: int | None = None,
-        expires: float | None = None,
+        options: TaskOptions,
+        name: str | None = None,
+        key: str | KeyOf | None = None,
         rate_limit: Rate | None = None,
-        keyed: Keyed = (None, None, None),
+        batch_size: int | None = None,
+        on_batch: Callable[[], Any] | None = None,
     ) -> None:
-        self.fn = fn
-        self.key, self.key_concurrency, self.key_rate = keyed  # client/keying.py
-        self.expires = expires
-        self.shards = shards
+        """Check a function (one whose call runs its body: ``check_runnable``) and what the
+        task adds to its options: its name (default: ``module.qualname``), its key
+        (client/binding.py), its own rate limit and its batch hook."""
+        self.name = check_task_name(
+            name or f"{fn.__module__}.{fn.__qualname__}".replace(".<locals>", "")
+        )
+        check_runnable(fn, self.name)
+        if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
+            raise InvalidOption(f"batch_size must be an int >= 1, not {batch_size!r}")
+        if on_batch is not None and not callable(on_batch):
+            raise InvalidOption("on_batch must be callable")
+        self.fn, self.app, self.options = fn, app, options
+        self.key = key  # the argument (or callable) each call's key comes from
         self.rate_limit = rate_limit  # starts per s/m/h across the fleet (fetch.lua)
-        self.result_ttl = result_ttl
-        self.app = app
-        self.name = name
-        self.queue = queue
-        self.connection = connection
-        self.priority = priority
-        self.retries = retries
-        self.timeout = timeout
-        self.unique = unique
-        self.batch_size = batch_size
-        self.on_batch = on_batch
+        self.batch_size, self.on_batch = batch_size, on_batch
         # an async def runs on an async pool's event loop; a plain def in a thread or process
         self.is_async = is_coroutine_function(fn)
-        self._template: tuple[tuple[Any, ...], CallTemplate] | None = None
+        self._template: tuple[TaskOptions, App, str, CallTemplate] | None = None
+        self._changed: tuple[TaskOptions, dict[str, Any]] | None = None
         functools.update_wrapper(self, fn)  # type: ignore[arg-type]
 
     @functools.cached_property
@@ -94,7 +114,7 @@ class TaskFunction(Generic[P, R]):
         return inspect.signature(self.fn)
 
     @functools.cached_property
-    def check_arguments(self) -> Callable[[tuple[Any, ...], dict[str, Any]], None]:
+    def check_arguments(self) -> ArgumentCheck:
         """``check_arguments(args, kwargs)``: raise :class:`WrongArguments` unless the call
         binds to the function's signature as ``inspect.Signature.bind`` binds it. The one
         check of both sides: ``delay``/``enqueue`` run it before anything is sent, the worker
@@ -155,28 +175,18 @@ class TaskFunction(Generic[P, R]):
             )
         if options and not OPTION_NAMES.issuperset(options):
             check_option_names(options, OPTION_NAMES, what)
-        defaults: dict[str, Any] = {
-            "queue": self.queue,
-            "connection": self.connection,
-            "priority": self.priority,
-            "retries": self.retries,
-            "timeout": self.timeout,
-            "unique": self.unique,
-            "result_ttl": self.result_ttl,
-            "shards": self.shards,
-            "expires": self.expires,
-            "key_concurrency": self.key_concurrency,
-            "key_rate": self.key_rate,
-        }
-        defaults.update(options)
-        call = TaskCall(self.name, tuple(args), dict(kwargs or {}), app=self.app, **defaults)
+        changed = self._changed  # the task's options, by name, worked out once
+        if changed is None or changed[0] is not self.options:
+            changed = self._changed = (self.options, self.options.changed())
+        given = {**changed[1], **options} if options else changed[1]
+        call = TaskCall(self.name, tuple(args), dict(kwargs or {}), app=self.app, **given)
         if what != "prepare":
             self.check_arguments(call.args, call.kwargs)
         else:  # with pass_result, the parent's result will come first
             args = (None, *call.args) if call.pass_result else call.args
             partial_check(self, args, call.kwargs)
         if call.callback or call.on_failure or call.on_progress:
-            check_callbacks(self.app, call)
+            check_callbacks(self.app.registry.lookup, call)
         call = with_key(self, call, partial=what == "prepare")
         return call
 
@@ -227,182 +237,12 @@ class TaskFunction(Generic[P, R]):
     def template(self) -> CallTemplate:
         """The call of this task with its default options, prepared once (rebuilt when an
         option of the task changed): what :meth:`delay` fills with arguments."""
-        key = (self.name, self.queue, self.connection, self.priority, self.retries,
-               self.timeout, self.unique, self.result_ttl, self.shards, self.expires,
-               self.app)  # fmt: skip
         cached = self._template
-        if cached is None or cached[0] != key:
-            cached = self._template = (key, CallTemplate(self.prepare()))
-        return cached[1]
-
-
-def refuse_unknown_options(what: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
-    """Decorate a function whose options are keyword-only parameters (``App.task``,
-    ``configure_queue``): an unknown keyword raises :class:`UnknownOption` naming the
-    nearest one, not Python's bare ``TypeError``. Not for hot paths: one more call."""
-
-    def decorate(f: Callable[P, R]) -> Callable[P, R]:
-        params = inspect.signature(f).parameters.values()
-        keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-        accepted = frozenset(p.name for p in params if p.kind in keyword)
-        options = [p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY]
-
-        @functools.wraps(f)
-        def checked(*args: P.args, **kwargs: P.kwargs) -> R:
-            if kwargs and not accepted.issuperset(kwargs):
-                check_option_names([k for k in kwargs if k not in accepted], options, what)
-            return f(*args, **kwargs)
-
-        return checked
-
-    return decorate
-
-
-def argument_check(
-    name: str, sig: inspect.Signature
-) -> Callable[[tuple[Any, ...], dict[str, Any]], None]:
-    """The check of :attr:`TaskFunction.check_arguments`, fast for the common shapes (every
-    ``fn.delay()`` runs it): for a function of plain positional parameters (and optional
-    keyword-only ones) it compares counts, and, when none has a default, keyword names;
-    one of ``*args, **kwargs`` takes anything; any other call, or a signature of its own
-    (``ztq.core.contrib.compat``'s), asks ``sig.bind``."""
-
-    def bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        try:
-            sig.bind(*args, **kwargs)
-        except TypeError as exc:
-            raise wrong_arguments(name, sig, exc) from None
-
-    if type(sig) is not inspect.Signature:
-        return bind
-    params = list(sig.parameters.values())
-    kinds = [p.kind for p in params]
-    if kinds == [inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD]:
-        return lambda args, kwargs: None
-    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    high = sum(1 for kind in kinds if kind in positional)  # they come first
-    optional = all(p.kind is p.KEYWORD_ONLY and p.default is not p.empty for p in params[high:])
-    if not optional:  # *args, **kwargs or a keyword-only parameter that must be given
-        return bind
-    low = sum(1 for p in params[:high] if p.default is p.empty)
-    by_keyword = low == high == len(params) and inspect.Parameter.POSITIONAL_ONLY not in kinds
-    # the names a call with n positional arguments must give as keywords, n = 0..high
-    rest = [frozenset(p.name for p in params[n:]) for n in range(high + 1)]
-
-    def check(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        n = len(args)
-        if not kwargs:
-            if low <= n <= high:
-                return
-        elif by_keyword and n + len(kwargs) == high and rest[n].issuperset(kwargs):
-            return
-        bind(args, kwargs)
-
-    return check
-
-
-def partial_check(
-    tf: TaskFunction[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> None:
-    """``bind_partial`` with the task's signature: too many arguments, an unknown or a
-    repeated keyword raise :class:`WrongArguments`; missing ones may come later (a
-    callback's)."""
-    try:
-        sig = tf.signature
-    except (TypeError, ValueError):  # a callable without one: unchecked
-        return
-    try:
-        sig.bind_partial(*args, **kwargs)
-    except TypeError as exc:
-        raise wrong_arguments(tf.name, sig, exc) from None
-
-
-def wrong_arguments(name: str, sig: inspect.Signature, exc: TypeError) -> WrongArguments:
-    """``send_mail(to, subject): missing a required argument: 'subject'``."""
-    bare = [p.replace(annotation=p.empty) for p in sig.parameters.values()]
-    shown = inspect.Signature(bare)  # the parameters without annotations
-    return WrongArguments(f"{name}{shown}: {exc}")
-
-
-def check_callbacks(app: App, call: TaskCall) -> None:
-    """Bind the callbacks ``call`` carries (and theirs) as the worker will call them, when
-    ``app`` knows their function: ``callback`` with the parent's result first if it
-    ``pass_result``, ``on_failure`` with ``error_code`` and ``error_message``,
-    ``on_progress`` with ``progress`` (for functions with a signature of their own, such as
-    compat's, which spreads ``progress``, only partially)."""
-    for role in ("callback", "on_failure", "on_progress"):
-        cb: TaskCall | None = getattr(call, role)
-        if cb is None:
-            continue
-        try:
-            tf = app.registry.lookup(cb.task)
-        except UnknownTask:  # a task of another process: its worker checks it
-            tf = None
-        if tf is not None:
-            args, kwargs = cb.args, cb.kwargs
-            if role == "callback" and cb.pass_result:
-                args = (None, *args)
-            elif role == "on_failure":
-                kwargs = {**kwargs, **dict.fromkeys(FAILURE_KWARGS, "")}
-            if role != "on_progress":
-                tf.check_arguments(args, kwargs)
-            elif type(tf.signature) is inspect.Signature:
-                tf.check_arguments(args, {**kwargs, PROGRESS_KWARG: {}})
-            else:
-                partial_check(tf, args, kwargs)
-        check_callbacks(app, cb)
-
-
-def make_task(
-    app: App,
-    f: Callable[..., Any],
-    *,
-    queue: str,
-    name: str | None,
-    connection: str,
-    priority: Priority | str,
-    retries: int,
-    timeout: float | None,
-    unique: bool,
-    batch_size: int | None,
-    on_batch: Callable[[], Any] | None,
-    result_ttl: float | None = None,
-    shards: int | None = None,
-    expires: float | None = None,
-    rate_limit: str | None = None,
-    key: str | KeyOf | None = None,
-    concurrency: int | None = None,
-) -> TaskFunction[Any, Any]:
-    """Check a function and its options and wrap it as a task of ``app`` (not registered)."""
-    keyed, rate = task_keying(key, concurrency, rate_limit)  # refused at the decorator
-    task_name = check_task_name(name or f"{f.__module__}.{f.__qualname__}".replace(".<locals>", ""))
-    check_runnable(f, task_name)
-    check_queue(queue)
-    if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
-        raise InvalidOption(f"batch_size must be an int >= 1, not {batch_size!r}")
-    if on_batch is not None and not callable(on_batch):
-        raise InvalidOption("on_batch must be callable")
-    # validates priority, retries and timeout the same way enqueue does
-    probe = TaskCall(task_name, queue=queue, priority=priority, retries=retries, timeout=timeout,
-                     result_ttl=result_ttl, shards=shards, expires=expires)  # fmt: skip
-    return TaskFunction(
-        f,
-        app=app,
-        name=task_name,
-        queue=queue,
-        connection=connection,
-        priority=probe.priority,
-        retries=retries,
-        timeout=probe.timeout,
-        unique=unique,
-        batch_size=batch_size,
-        on_batch=on_batch,
-        result_ttl=probe.result_ttl,
-        shards=shards,
-        expires=probe.expires,
-        rate_limit=rate,
-        keyed=keyed,
-    )
+        if (cached is None or cached[0] is not self.options or cached[1] is not self.app
+                or cached[2] != self.name):  # fmt: skip
+            cached = self._template = (self.options, self.app, self.name,
+                                       CallTemplate(self.prepare()))  # fmt: skip
+        return cached[3]
 
 
 class Registry:
@@ -491,9 +331,3 @@ def check_runnable(f: Callable[..., Any], name: str) -> None:
         f"task {name!r} is {kind}: calling it would not run its body, and a worker never "
         "iterates what a task returns; make it a plain def or an async def that returns a list"
     )
-
-
-def origin(f: Callable[..., Any]) -> str:
-    code = getattr(f, "__code__", None)
-    where = f"{code.co_filename}:{code.co_firstlineno}" if code else ""
-    return f"{f.__module__}.{getattr(f, '__qualname__', f)} {where}".strip()

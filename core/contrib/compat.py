@@ -42,9 +42,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ztq.core.client.app import App, default_app
-from ztq.core.client.calls import ZTQ_OPTIONS, TaskCall, ztq_option_error
+from ztq.core.client.calls import TaskCall
 from ztq.core.client.enqueue import send
 from ztq.core.client.handle import TaskHandle
+from ztq.core.client.options import ZTQ_OPTIONS, ztq_option_error
 from ztq.core.client.registry import TaskFunction, is_coroutine_function
 from ztq.core.engine.connection import make_client
 from ztq.core.engine.keys import shard_for

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ztq.core.client.app import App, connection_flags, default_app, load_app
+from ztq.core.client.app import App, default_app
+from ztq.core.client.apps import connection_flags, load_app
 from ztq.core.settings import SETTINGS, app_values, resolve
 
 

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ztq.core.client.apps import app_or_default
 from ztq.core.client.calls import TaskCall
-from ztq.core.client.current import app_or_default
 from ztq.core.engine.features import broadcast_streams as streams
 from ztq.core.engine.scripts import Op
 from ztq.core.engine.storage import Storage

@@ -27,8 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ztq.core.client.apps import app_or_default
 from ztq.core.client.calls import encode_json
-from ztq.core.client.current import app_or_default
 from ztq.core.engine.features import channel_streams as streams
 from ztq.core.engine.keys import check_channel
 from ztq.core.engine.storage import Storage

@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ztq.core.client.calls import TASK_ID
+from ztq.core.client.options import TASK_ID
 from ztq.core.engine.keys import QUEUE_NAME, SHARD_NAME, split_shard
 from ztq.core.engine.read_models.listing_reads import set_sizes
 from ztq.core.engine.record import TaskRecord

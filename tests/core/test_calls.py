@@ -276,3 +276,29 @@ def test_a_typo_in_a_taskcall_option_suggests_the_name() -> None:
         TaskCall("m.f").with_options(prority="high")
     with pytest.raises(SerializationError):  # a TypeError of its own is not an option's
         TaskCall("m.f", (object(),))
+
+
+def test_a_tasks_options_are_one_value_that_its_calls_start_from() -> None:
+    """Issue 37: @task's keywords become one TaskOptions, checked once; a call is those
+    options, changed by the ones it names; setting one option of a task checks it too."""
+    from ztq.core.client.options import TaskOptions
+
+    @task(queue="opts", priority="high", retries=2, expires=timedelta(seconds=30))
+    def optioned(n: int) -> int:
+        return n
+
+    assert optioned.options == TaskOptions(queue="opts", priority="high", retries=2, expires=30)
+    assert optioned.options.priority.value == "high" and optioned.options.expires == 30.0
+    call = optioned.prepare((1,), retries=5)
+    assert isinstance(call, TaskOptions)
+    assert (call.queue, call.priority.value, call.retries, call.expires) == ("opts", "high", 5, 30)
+    assert optioned.template().call((1,), {}) == optioned.prepare((1,))
+    with pytest.raises(UnknownOption, match="'retires' for TaskOptions; did you mean 'retries'"):
+        TaskOptions(retires=1)
+    with pytest.raises(InvalidOption, match="retries must be an int >= 0"):
+        TaskOptions(retries=-1)
+    with pytest.raises(InvalidName):
+        optioned.queue = "a b"
+    assert optioned.queue == "opts"
+    optioned.retries = 4
+    assert optioned.options.retries == 4 and optioned.template().call((1,), {}).retries == 4

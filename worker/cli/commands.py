@@ -17,7 +17,8 @@ import argcomplete
 
 import ztq.core as ztq
 from ztq.core import settings
-from ztq.core.client.app import connection_flags, default_app, load_app
+from ztq.core.client.app import default_app
+from ztq.core.client.apps import connection_flags, load_app
 from ztq.core.engine.connection import RedisError, ResponseError
 from ztq.core.errors import ConfigError, ConnectionFailed, NotFound, ZtqError
 from ztq.core.settings.redis_urls import safe_url

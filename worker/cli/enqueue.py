@@ -15,7 +15,8 @@ import json
 import sys
 from typing import Any
 
-from ztq.core.client.app import App, import_module
+from ztq.core.client.app import App
+from ztq.core.client.apps import import_module
 from ztq.core.client.calls import TaskCall
 from ztq.core.client.registry import TaskFunction
 from ztq.core.errors import ConfigError, UnknownTask, ZtqError

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import fields
 
 from ztq.core import settings
-from ztq.core.client.app import connection_flags, load_app
+from ztq.core.client.apps import connection_flags, load_app
 from ztq.core.errors import ConfigError
 from ztq.worker.config.queues import (
     check_scaled,

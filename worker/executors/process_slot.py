@@ -21,7 +21,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ztq.core.client.app import default_app, load_app
+from ztq.core.client.app import default_app
+from ztq.core.client.apps import load_app
 from ztq.core.client.calls import TaskCall
 from ztq.worker.context import RunContext, reset_current, set_current
 from ztq.worker.execute import Outcome, SoftTimeout, import_modules, run_payload
