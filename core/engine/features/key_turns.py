@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ztq.core.engine.queue_limits import check_key
-from ztq.core.errors import InvalidOption
 from ztq.core.engine.transport import Transport
+from ztq.core.errors import InvalidOption
 
 # a key's state in the rotation (_keyed.lua): why it is not taking turns now
 HELD = {"c": "running limit", "t": "rate limit", "p": "paused"}
