@@ -77,6 +77,10 @@ PLURALS: dict[str, str] = {
         plural("{n} task put back {t} ago", "{n} tasks put back {t} ago"),
         plural("{n} task of {queue}", "{n} tasks of {queue}"),
         plural(
+            "Key {key} of {name} takes {n} task a turn.",
+            "Key {key} of {name} takes {n} tasks a turn.",
+        ),
+        plural(
             "{n} more task waits in its key's turn: open a key above to list it.",
             "{n} more tasks wait in their keys' turns: open a key above to list them.",
         ),

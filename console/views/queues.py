@@ -160,6 +160,23 @@ def _set_running_limit(request: Any, name: str, per_key: bool) -> Any:
     return back(request, here)
 
 
+def _weigh_key(request: Any, name: str) -> Any:
+    """Give one key a weight: the tasks it takes in a row each turn (1-1000)."""
+    here = request.route_path("queue", name=name)
+    key, raw = str(request.POST.get("key", "")), str(request.POST.get("weight", "")).strip()
+    try:
+        weight = int(raw) if raw.isdigit() else -1
+        request.storage.weigh_key(name, key, weight)
+    except InvalidOption:
+        msg = request.t("Weight: a key (1 to 128 characters) and a number from 1 to 1000.")
+        flash(request, msg, "error")
+        return back(request, here)
+    msg = request.t("Key {key} of {name} takes {n} tasks a turn.", key=key, name=name, n=weight)
+    flash(request, msg)
+    audit(request, "weigh key", queue=name, detail=f"key={key} weight={weight}")
+    return back(request, here)
+
+
 def _set_rate_limit(request: Any, name: str) -> Any:
     """The queue page's rate form: ``20/s``, ``100/m burst 10`` ... (empty: none), checked by
     ``configure``, which names the accepted forms (docs/queue-controls.md)."""
@@ -254,6 +271,8 @@ def queue_state(request: Any) -> Any:
         return _forget(request, name)
     elif action in ("key_pause", "key_resume"):
         return _pause_key(request, name, action == "key_pause")
+    elif action == "key_weight":
+        return _weigh_key(request, name)
     else:
         flash(request, request.t("Unknown command."), "error")
         return back(request, request.route_path("queue", name=name))

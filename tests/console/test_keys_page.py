@@ -134,3 +134,22 @@ def test_an_operator_sets_the_running_limit_per_key(
     assert store.queue_limits(Q).key_concurrency is None
     audit = operator.get("/audit").text
     assert "key_concurrency=1" in audit and "key_concurrency=none" in audit
+
+
+def test_an_operator_weighs_a_key(operator: TestApp, viewer: TestApp, store: Storage) -> None:
+    """The busiest keys' *Weight*: shown per key, set by an operator (audited), checked."""
+    for n in range(4):
+        send_mail.delay("gold", n)
+        send_mail.delay("tin", n)
+    form = {"action": "key_weight", "key": "gold", "weight": "3"}
+    assert post(viewer, f"/queues/{Q}/state", form, expect_errors=True).status_int == 403
+    r = post(operator, f"/queues/{Q}/state", form).follow()
+    assert "Key gold of mailer takes 3 tasks a turn." in r.text
+    gold = r.html.find("code", string="gold").find_parent("tr")
+    assert gold.find("input", attrs={"name": "weight"})["value"] == "3"
+    assert [k.weight for k in store.key_totals(Q).top if k.key == "gold"] == [3]
+    for bad in ({"weight": "0"}, {"weight": "x"}, {"weight": "1001"}, {"key": ""}):
+        r = post(operator, f"/queues/{Q}/state", form | bad)
+        assert "Weight: a key (1 to 128 characters) and a number from 1 to 1000." in r.follow().text
+    assert [k.weight for k in store.key_totals(Q).top if k.key == "gold"] == [3]
+    assert "key=gold weight=3" in operator.get("/audit").text
