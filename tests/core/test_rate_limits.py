@@ -70,11 +70,14 @@ def test_the_bound_holds_on_redis_time(storage: Storage) -> None:
     ztq.configure_queue(Q, rate_limit=str(rate))
     starts: list[int] = []
     begin = redis_ms(storage)
-    while redis_ms(storage) - begin < 1200:
+    # over 1.2 s, and on until 100 started: a loaded machine (or the in-memory engine's
+    # interpreted Lua) may not ask often enough in 1.2 s to take every token there is
+    while (redis_ms(storage) - begin < 1200 or len(starts) < 100) and len(starts) < 400:
         for lease in storage.fetch(Q, "w1", "t", 60_000, 50):
             starts.append(int(storage.record(Q, lease.id).meta["started"]))  # type: ignore[union-attr]
+    elapsed = (redis_ms(storage) - begin) / 1000
     starts.sort()
-    assert 100 <= len(starts) <= rate.bound(1.2) + 1
+    assert 100 <= len(starts) <= rate.bound(elapsed) + 1
     for i, s in enumerate(starts):
         in_window = sum(1 for x in starts[i:] if x - s <= 1000)
         assert in_window <= rate.bound(1.0)

@@ -21,7 +21,8 @@ from ztq.worker.worker import Worker
 
 pytestmark = pytest.mark.cluster
 QUEUES = ("alpha", "bravo", "charlie", "delta")
-IDLE = 6.0  # far longer than any wake-up may take
+IDLE = 12.0  # far longer than any wake-up may take, even on a loaded machine
+WOKEN = 4.0  # a start within this was woken by the task, not by the idle wait's end
 
 
 @pytest.fixture
@@ -69,7 +70,7 @@ def test_a_task_on_any_queue_starts_at_once(
     wait_for(lambda: ztq.ping(handle) == "done", timeout=IDLE - 1, every=0.005)
     took = time.monotonic() - started
     print(f"{queue}: enqueue -> done in {took * 1000:.0f} ms on an idle 4-queue thread")
-    assert took < 1.0
+    assert took < WOKEN  # ~10 ms on a quiet machine; 1.9 s seen at load 16
 
 
 def test_a_delayed_task_on_another_queue_is_promoted_on_time(
@@ -80,7 +81,7 @@ def test_a_delayed_task_on_another_queue_is_promoted_on_time(
     handle = t.add.enqueue((3, 4), queue="charlie", delay=0.3)
     started = time.monotonic()
     wait_for(lambda: ztq.ping(handle) == "done", timeout=IDLE - 1, every=0.005)
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < WOKEN
 
 
 def test_a_token_taken_while_nobody_waits_goes_back(cluster_storage: Storage) -> None:

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import multiprocessing
 import os
 import signal
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from ztq.core.client.app import default_app
 from ztq.core.client.apps import load_app
@@ -30,6 +31,11 @@ from ztq.worker.logs import configure_like, in_use
 
 log = logging.getLogger(__name__)
 HARD_GRACE = 5.0  # seconds past the soft timeout before the child is killed
+# A child sends this when it takes a task: the hard timeout counts from then, not from the
+# send (a fresh child may still be importing: seconds on a loaded machine). One that has not
+# taken its task after START_LIMIT seconds is restarted, the task failed.
+STARTED = "started"
+START_LIMIT = 120.0
 
 
 @dataclass(frozen=True)
@@ -85,6 +91,7 @@ def _child_main(
             attempt=job.attempt,
         )
         tok = set_current(ctx)
+        conn.send(STARTED)
         hooks = app.middleware
         hooks.notify("child_start", ctx, dict(job.carry or {}))
         if job.timeout:
@@ -140,18 +147,27 @@ class ProcessSlot:
         self._kill.clear()
         task, timeout = job.task, job.timeout
         self.conn.send(job)
-        hard = time.monotonic() + timeout + HARD_GRACE if timeout else None
+        started_by = time.monotonic() + START_LIMIT  # until the child takes it
+        hard: float | None = None
         while True:
             try:
                 if self.conn.poll(0.05):
-                    result: Outcome = self.conn.recv()
-                    return result
+                    result: Outcome | str = self.conn.recv()
+                    if result != STARTED:
+                        return cast(Outcome, result)
+                    started_by = math.inf
+                    hard = time.monotonic() + timeout + HARD_GRACE if timeout else None
+                    continue
             except (EOFError, OSError):
                 self._restart()
                 return Outcome(False, task, error_type="ChildDied", message="the process slot died")
             if self._kill.is_set():
                 self._restart()
                 return Outcome(False, task, error_type="Killed", message="killed by an operator")
+            if time.monotonic() > started_by:
+                self._restart()
+                late = f"the process slot did not take the task in {START_LIMIT:.0f}s"
+                return Outcome(False, task, error_type="ChildDied", message=late)
             if hard is not None and time.monotonic() > hard:
                 self._restart()
                 return Outcome(
