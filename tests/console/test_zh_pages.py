@@ -15,12 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from webtest import TestApp
 
-from tests import sample_tasks as t
-from tests.console import scenario, test_browser_phone
-from tests.console.conftest import csrf, login
-from tests.console.test_a11y_browser import a11y_pages
+from tests.console import test_browser_phone
+from tests.console.test_html_valid import every_page
 from ztq.core.engine.storage import Storage
 
 console = test_browser_phone.console
@@ -87,29 +84,7 @@ def chinese(html: str) -> list[str]:
 
 def rendered(console: test_browser_phone.Console, store: Storage) -> dict[str, list[str]]:
     """Each page's Chinese text, keyed by its place in the list and its path."""
-    for i in range(150):
-        t.boom.enqueue((f"bulk {i}",), queue="bulk")
-    scenario.work(store, "bulk", fail=lambda p: p["args"][0])
-    env = {"HTTP_ACCEPT_LANGUAGE": "zh"}
-    anon = TestApp(console.wsgi, extra_environ=env)
-    html: dict[str, str] = {"login": anon.get("/login").text}
-    form = anon.get("/login").forms["login"]
-    form["username"], form["password"] = "ann", "wrong"
-    html["login refused"] = form.submit(status=403).text
-    app = login(TestApp(console.wsgi, extra_environ=env), "ann")
-    for path, status in a11y_pages(console, store):
-        page = app.get(path, expect_errors=True).maybe_follow()
-        assert page.status_int == status, path
-        html[path] = page.text
-    refs = [f"default:{i}" for i in console.ids["errors"][:2]]
-    html["delete selected"] = app.post(
-        "/errors/selected",
-        [("action", "delete"), *(("task", r) for r in refs), ("csrf_token", csrf(app))],
-    ).text
-    html["bulk progress"] = app.post(
-        "/bulk", {"action": "delete", "source": "errors", "queue": "bulk",
-                  "csrf_token": csrf(app)},
-    ).text  # fmt: skip
+    html = every_page(console, store, "zh")
     return {f"{n:02} {neutral(name)}": [s for s in chinese(text) if s not in VOLATILE]
             for n, (name, text) in enumerate(html.items())}  # fmt: skip
 
