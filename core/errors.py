@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 
 class ZtqError(Exception):
@@ -122,12 +122,12 @@ class NotReplicated(ZtqError):
     same calls again is safe (the same ids: Redis keeps one task), so a caller may retry.
     """
 
-    def __init__(self, handles: list[object], confirmed: int, wanted: int) -> None:
+    def __init__(self, handles: Sequence[object], confirmed: int, wanted: int) -> None:
         super().__init__(
             f"{len(handles)} task(s) enqueued, but only {confirmed} of {wanted} replica(s) "
             "confirmed them in time: a failover now could lose them (enqueueing again is safe)"
         )
-        self.handles, self.confirmed, self.wanted = handles, confirmed, wanted
+        self.handles, self.confirmed, self.wanted = list(handles), confirmed, wanted
 
 
 class ChannelFull(ZtqError):

@@ -60,7 +60,7 @@ def api_workers(request: Any) -> dict[str, Any]:
         start=int_param(request, "cursor", 0, 0, 10**9),
         limit=page_size(request),
     )
-    out = {"items": items, "next": None if page.next is None else str(page.next)}
+    out: dict[str, Any] = {"items": items, "next": None if page.next is None else str(page.next)}
     out["scanned"] = page.scanned
     if page.partial:
         out["partial"] = True

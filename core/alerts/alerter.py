@@ -147,7 +147,8 @@ def history(storage: Storage, cursor: str | None = None, limit: int = 50) -> mon
     top = f"({cursor}" if cursor and _ENTRY.match(cursor) else "+"
     entries = alert_state.alert_log(storage, top, limit + 1)
     rows = [{**f, "_id": i, "_at": int(i.split("-")[0])} for i, f in entries[:limit]]
-    return monitor.Page(rows, rows[-1]["_id"] if len(entries) > limit else None, len(rows))
+    last = entries[limit - 1][0] if len(entries) > limit else None  # the last row's id
+    return monitor.Page(rows, last, len(rows))
 
 
 def delivery_problem(alerts: list[Alert]) -> Alert | None:

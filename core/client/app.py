@@ -28,7 +28,13 @@ from ztq.core.client.enqueue import send as _send
 from ztq.core.client.handle import TaskHandle
 from ztq.core.client.handle import aping as _aping
 from ztq.core.client.handle import ping as _ping
-from ztq.core.client.options import TaskOptions, refuse_unknown_options, task_keying
+from ztq.core.client.options import (
+    TaskOptions,
+    check_expires,
+    check_priority,
+    refuse_unknown_options,
+    task_keying,
+)
 from ztq.core.client.registry import Registry, TaskFunction
 from ztq.core.engine.connection import Connections
 from ztq.core.engine.queue_limits import KEEP, Keep
@@ -215,6 +221,8 @@ class App:
         """
 
         key_of, key_rate, rate = task_keying(key, rate_limit)
+        # a priority's name and a timedelta made the types TaskOptions keeps
+        priority, expires = check_priority(priority), check_expires(expires)
         options = TaskOptions(
             queue=queue, connection=connection, priority=priority, retries=retries,
             timeout=timeout, unique=unique, result_ttl=result_ttl, shards=shards,

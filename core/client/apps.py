@@ -20,7 +20,7 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ztq.core.errors import ConfigError
 
@@ -136,7 +136,7 @@ def load_app(spec: str) -> App:
     app = getattr(module, attr, None)
     if app not in LIVE:  # every App is, from its __init__ on
         raise ConfigError(f"{spec} is not a ztq.core.App (found {type(app).__name__})")
-    return app
+    return cast("App", app)  # in LIVE: an App
 
 
 def connection_flags(

@@ -127,7 +127,9 @@ def send(
     except (RedisError, ConnectionFailed) as exc:  # faults(), inline on the hot path
         reraise(exc, storage)
     log.debug("enqueue %s %s -> %s", call.task, returned_id, outcome)
-    handle = TaskHandle(str(returned_id), queue, call.connection, str(outcome), app)
+    handle: TaskHandle[Any] = TaskHandle(
+        str(returned_id), queue, call.connection, str(outcome), app
+    )
     app.middleware.notify("after_enqueue", app, call, handle)
     if confirmed < replicas:
         raise NotReplicated([handle], confirmed, replicas)
@@ -219,7 +221,9 @@ def send_many(items: Sequence[tuple[TaskCall, str]]) -> list[TaskHandle]:
                 if outcome == "full":
                     continue
                 call = items[pos][0]
-                handle = TaskHandle(rid, queue, call.connection, outcome, apps[pos])
+                handle: TaskHandle[Any] = TaskHandle(
+                    rid, queue, call.connection, outcome, apps[pos]
+                )
                 apps[pos].middleware.notify("after_enqueue", apps[pos], call, handle)
                 handles[pos] = handle
         if confirmed < replicas:

@@ -99,7 +99,7 @@ class TaskOptions:
         ):
             raise InvalidOption("meta must be a dict of str to str")
         set_ = object.__setattr__
-        set_(self, "priority", _priority(self.priority))
+        set_(self, "priority", check_priority(self.priority))
         set_(self, "delay", _seconds(self.delay, "delay"))
         set_(self, "timeout", _seconds(self.timeout, "timeout", allow_zero=False))
         set_(self, "result_ttl", _seconds(self.result_ttl, "result_ttl"))
@@ -138,7 +138,7 @@ class TaskOptions:
     def _check_expires(self) -> None:
         """``expires`` as seconds; a due time at or after it is refused (the task could
         never run)."""
-        expires = _expires(self.expires)
+        expires = check_expires(self.expires)
         object.__setattr__(self, "expires", expires)
         if expires is None:
             return
@@ -178,7 +178,8 @@ def _init_names(cls: type) -> frozenset[str]:
     return found
 
 
-def _priority(value: Priority | str) -> Priority:
+def check_priority(value: Priority | str) -> Priority:
+    """``priority``: a :class:`Priority` or its name."""
     if type(value) is Priority:
         return value
     try:
@@ -201,7 +202,7 @@ def _seconds(value: Any, what: str, *, allow_zero: bool = True) -> float | None:
     return float(value)
 
 
-def _expires(value: Any) -> float | None:
+def check_expires(value: Any) -> float | None:
     """``expires``: seconds (> 0) or a ``timedelta``; None never expires."""
     if isinstance(value, datetime):
         raise InvalidOption(

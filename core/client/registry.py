@@ -56,7 +56,9 @@ class Option(Generic[T]):
         return self if tf is None else getattr(tf.options, self.name)
 
     def __set__(self, tf: TaskFunction[Any, Any], value: T) -> None:
-        tf.options = replace(tf.options, **{self.name: value})
+        # the field is named at run time: TaskOptions checks the value (T is its type)
+        changes: dict[str, Any] = {self.name: value}
+        tf.options = replace(tf.options, **changes)
 
 
 class TaskFunction(Generic[P, R]):

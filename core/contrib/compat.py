@@ -151,7 +151,7 @@ def async_(
                 f"{getattr(f, '__qualname__', f)} is an async def: ZTQ had none; declare it "
                 "with ztq.core.task and serve it with an async pool (docs/asyncio.md)"
             )
-        tf = (app or default_app()).task(ztq_arguments(f), queue=queue, **options)
+        tf = (app or default_app()).task(queue=queue, **options)(ztq_arguments(f))
         return ZtqTask(tf, f)
 
     return declare(fn) if fn is not None else declare

@@ -203,7 +203,7 @@ def recent_broadcasts(
     """The last broadcasts of ``queues``, newest first, each with its runs (the console):
     two round trips."""
     sent, where, now = streams.recent_records(storage, queues, per_queue)
-    out = []
+    out: list[dict[str, Any]] = []
     for q, f, rec in sent:
         presence, joined = where[q] if rec else ({}, {})
         runs = runs_of(rec, presence, joined, now)[0] if rec else []

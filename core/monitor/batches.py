@@ -85,7 +85,7 @@ def batch_page(storage: Storage, batch_id: str, offset: int = 0, limit: int = PA
     members: list[dict[str, Any]] = []
     for n, (member, ended) in enumerate(page):
         outcome, _, fence = ended.partition("\t")
-        row = {"member": member, "ended": outcome, "fence": fence, "state": ""}
+        row: dict[str, Any] = {"member": member, "ended": outcome, "fence": fence, "state": ""}
         if member.startswith("@"):
             child = storage.batch_record(member[1:])
             row |= {"queue": "", "id": member[1:], "child": True,

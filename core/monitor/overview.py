@@ -51,7 +51,7 @@ def worker_view(info: WorkerInfo, records: dict[tuple[str, str], TaskRecord | No
     d = info.data
     now = info.now
     threads = []
-    current = d.get("current") if isinstance(d.get("current"), dict) else {}
+    current = c if isinstance(c := d.get("current"), dict) else {}
     for name, cur in sorted(current.items()):
         if not isinstance(cur, dict):
             continue
@@ -77,7 +77,7 @@ def worker_view(info: WorkerInfo, records: dict[tuple[str, str], TaskRecord | No
             }
         )
     started = _num(d.get("started"))
-    per_queue = d.get("threads") if isinstance(d.get("threads"), dict) else {}
+    per_queue = t if isinstance(t := d.get("threads"), dict) else {}
     return {
         "id": info.id,
         "name": str(d.get("name") or info.id),

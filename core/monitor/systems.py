@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from ztq.core.engine.storage import Storage, safe_url
@@ -49,15 +49,20 @@ class Health:
 def health(system: System, storage: Storage, lost_after: float = DEFAULT_LOST_AFTER) -> Health:
     """Ask ``storage`` (the system's) how it is doing: the workers' counts (2 round trips)
     and every queue's counts, shards folded (as the queues page reads them)."""
-    where = {"name": system.name, "redis": safe_url(system.redis_url), "prefix": system.prefix,
-             "default": system.default}  # fmt: skip
+    unreachable = Health(
+        name=system.name,
+        redis=safe_url(system.redis_url),
+        prefix=system.prefix,
+        default=system.default,
+        reachable=False,
+    )
     try:
         counts = fleet(storage, lost_after).counts
         stats = monitor.folded_stats(storage, minutes=0)
     except ZtqError as exc:
-        return Health(**where, reachable=False, problem=str(exc))
-    return Health(
-        **where,
+        return replace(unreachable, problem=str(exc))
+    return replace(
+        unreachable,
         reachable=True,
         workers=sum(counts.get(s, 0) for s in LIVE),
         lost=counts.get("lost", 0),

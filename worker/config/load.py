@@ -42,7 +42,12 @@ def load_config(path: str | os.PathLike[str] | None = None, **overrides: object)
     got = settings.resolve(TABLE, WORKER, flags=flags, ini=ini.values if ini else None)
     if got["app"].value:  # an app's own Redis URL and prefix are flags (docs/settings.md)
         app = load_app(got["app"].value)
-        url, prefix = connection_flags(app, flags["redis_url"], flags["prefix"])
+        url_flag, prefix_flag = flags["redis_url"], flags["prefix"]
+        url, prefix = connection_flags(  # resolve() above refused any flag but a str or None
+            app,
+            url_flag if isinstance(url_flag, str) else None,
+            prefix_flag if isinstance(prefix_flag, str) else None,
+        )
         if (url, prefix) != (flags["redis_url"], flags["prefix"]):
             flags |= {"redis_url": url, "prefix": prefix}
             got = settings.resolve(TABLE, WORKER, flags=flags, ini=ini.values if ini else None)
