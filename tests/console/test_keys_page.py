@@ -19,7 +19,7 @@ def test_the_busiest_keys_and_a_key_paused_by_an_operator(
         send_mail.delay("big", i)
     for key in [f"k{n:02d}" for n in range(12)]:
         send_mail.delay(key, 0)
-    got = store.fetch(Q, "w", "t", 60_000, 4)  # in turn: big, k00, k01, k02
+    got = store.leases.fetch(Q, "w", "t", 60_000, 4)  # in turn: big, k00, k01, k02
     assert len(got) == 4
     page = operator.get(f"/queues/{Q}")
     rows = page.html.select("h2 + div table.grid tbody tr")
@@ -36,7 +36,8 @@ def test_the_busiest_keys_and_a_key_paused_by_an_operator(
     r = post(operator, f"/queues/{Q}/state", {"action": "key_pause", "key": "big"})
     assert "Paused key big of mailer" in r.follow().text
     assert all(
-        store.record(Q, x.id).meta["key"] != "big" for x in store.fetch(Q, "w", "t", 60_000, 20)
+        store.tasks.record(Q, x.id).meta["key"] != "big"
+        for x in store.leases.fetch(Q, "w", "t", 60_000, 20)
     )
     page = operator.get(f"/queues/{Q}")
     big = page.html.find("code", string="big").find_parent("tr")

@@ -18,20 +18,20 @@ from ztq.core.errors import InvalidOption
 
 
 def take(storage: Storage, n: int = 1, worker: str = "w1", lease_ms: int = 60_000) -> list[Leased]:
-    return storage.fetch(Q, worker, "t", lease_ms, n)
+    return storage.leases.fetch(Q, worker, "t", lease_ms, n)
 
 
 def ack(storage: Storage, leases: list[Leased], worker: str = "w1") -> None:
-    assert storage.ack(Q, worker, [Finished(x.id, x.token, "t") for x in leases]) == []
+    assert storage.leases.ack(Q, worker, [Finished(x.id, x.token, "t") for x in leases]) == []
 
 
 def key_of(storage: Storage, lease: Leased) -> str:
-    return storage.record(Q, lease.id).meta["key"]  # type: ignore[union-attr]
+    return storage.tasks.record(Q, lease.id).meta["key"]  # type: ignore[union-attr]
 
 
 def test_the_key_is_checked_at_enqueue_and_stored(storage: Storage) -> None:
     h = send_mail.delay("acme", 1)
-    assert storage.record(Q, h.id).meta["key"] == "acme"  # type: ignore[union-attr]
+    assert storage.tasks.record(Q, h.id).meta["key"] == "acme"  # type: ignore[union-attr]
     assert crawl.prepare(("example.org",)).key == "host:example.org"
     assert send_mail.prepare(("x", 1), key="other").key == "other"
     assert send_mail.prepare((7, 1)).key == "7"  # an int argument is written as a str
@@ -41,7 +41,7 @@ def test_the_key_is_checked_at_enqueue_and_stored(storage: Storage) -> None:
         assert "\n" not in str(err.value)
     with pytest.raises(InvalidOption, match="key must be"):
         plain.enqueue((1,), key="\x00")
-    assert storage.pending_count(Q) == 1  # nothing written by the refused ones
+    assert storage.queues.pending_count(Q) == 1  # nothing written by the refused ones
     with pytest.raises(InvalidOption, match="concurrency must be an int >= 1"):
         ztq.task(queue=Q, key="a", concurrency=0)(lambda a: None)
     with pytest.raises(InvalidOption, match="rate_limit must be"):
@@ -57,9 +57,9 @@ def test_a_keyed_task_with_its_own_rate_limit_is_refused_not_ignored(storage: St
                  lambda: own_rate.prepare(("acme",), key="acme")):  # fmt: skip
         with pytest.raises(InvalidOption, match="rate_limit='20/s' would not be enforced"):
             call()
-    assert storage.pending_count("own-rate") == 0
+    assert storage.queues.pending_count("own-rate") == 0
     assert own_rate.delay("acme").id  # without a key it goes as before
-    assert storage.pending_count("own-rate") == 1
+    assert storage.queues.pending_count("own-rate") == 1
 
 
 def test_keys_take_turns_a_small_key_is_not_behind_a_big_one(storage: Storage) -> None:
@@ -71,11 +71,11 @@ def test_keys_take_turns_a_small_key_is_not_behind_a_big_one(storage: Storage) -
     order = []
     for _ in range(8):
         (lease,) = take(storage)
-        order.append(storage.record(Q, lease.id).meta.get("key"))  # type: ignore[union-attr]
+        order.append(storage.tasks.record(Q, lease.id).meta.get("key"))  # type: ignore[union-attr]
         ack(storage, [lease])
     # the key-less task first (its own lists), then big and small in turn
     assert order == [None, "big", "small", "big", "small", "big", "small", "big"]
-    assert storage.pending_count(Q) == 54 - 8
+    assert storage.queues.pending_count(Q) == 54 - 8
 
 
 def test_a_key_at_its_limit_does_not_hold_up_the_others(storage: Storage) -> None:
@@ -93,9 +93,9 @@ def test_a_key_at_its_limit_does_not_hold_up_the_others(storage: Storage) -> Non
     assert key_of(storage, again) == "a"
     # a failure frees a slot too, and so does a release
     b = [x for x in got if key_of(storage, x) == "b"]
-    storage.fail(Q, "w1", b[0].id, b[0].token, "t", "E: x", "")
+    storage.leases.fail(Q, "w1", b[0].id, b[0].token, "t", "E: x", "")
     assert [key_of(storage, x) for x in take(storage, 10, "w3")] == ["b"]
-    assert storage.release(Q, "w1", [(b[1].id, b[1].token)]) == 1
+    assert storage.leases.release(Q, "w1", [(b[1].id, b[1].token)]) == 1
     assert [key_of(storage, x) for x in take(storage, 10, "w3")] == ["b"]
 
 
@@ -106,12 +106,12 @@ def test_a_dead_workers_slot_frees_when_its_lease_is_reaped(storage: Storage) ->
     assert len(got) == 2
     assert take(storage, 10, "w2") == []
     deadline = time.monotonic() + 5
-    while not storage.reap(Q, max_lost=5).items and time.monotonic() < deadline:
+    while not storage.leases.reap(Q, max_lost=5).items and time.monotonic() < deadline:
         time.sleep(0.02)
     again = take(storage, 10, "w2")
     assert len(again) == 2  # the two reaped leases freed their slots: 2 of the 3 run
     # the dead worker's late ack is refused (fenced) and frees nothing twice
-    assert storage.ack(Q, "w1", [Finished(x.id, x.token, "t") for x in got]) != []
+    assert storage.leases.ack(Q, "w1", [Finished(x.id, x.token, "t") for x in got]) != []
     assert take(storage, 10, "w3") == []
     ack(storage, again, "w2")
     assert len(take(storage, 10, "w3")) == 1
@@ -123,14 +123,14 @@ def test_dedup_delete_first_and_expiry_keep_their_meaning(storage: Storage) -> N
     h2 = send_mail.delay("a", 2)
     h3 = send_mail.enqueue(("a", 3), first=True)  # the head of its key
     assert h2.cancel()
-    assert storage.pending_count(Q) == 2
+    assert storage.queues.pending_count(Q) == 2
     order = [x.id for x in take(storage, 10)]
     assert order == [h3.id, h1.id]
     h4 = send_mail.enqueue(("c", 1), expires=0.05)
     time.sleep(0.1)  # the expiry passes (Redis's clock)
     assert take(storage, 10, "w2") == []
-    assert storage.record(Q, h4.id).state == "expired"  # type: ignore[union-attr]
-    assert storage.pending_count(Q) == 0
+    assert storage.tasks.record(Q, h4.id).state == "expired"  # type: ignore[union-attr]
+    assert storage.queues.pending_count(Q) == 0
 
 
 def test_a_per_key_rate_takes_the_tokens_there_are_and_names_the_next(storage: Storage) -> None:
@@ -139,15 +139,15 @@ def test_a_per_key_rate_takes_the_tokens_there_are_and_names_the_next(storage: S
         call_api.delay("y", i)
     got = take(storage, 10)
     assert sorted(key_of(storage, x) for x in got) == ["x", "y"]  # a token each, no more
-    reply = storage.call(*storage.fetch_op(Q, "w2", "t", 60_000, 10))
-    assert storage.parse_fetch(Q, reply) == []
-    wait = storage.fetch_throttled(reply)
+    reply = storage.call(*storage.leases.fetch_op(Q, "w2", "t", 60_000, 10))
+    assert storage.leases.parse_fetch(Q, reply) == []
+    wait = storage.leases.fetch_throttled(reply)
     assert wait is not None and 0 < wait <= 0.2  # this executor fetches at the next token
-    reply = storage.call(*storage.fetch_op(Q, "w3", "t", 60_000, 10))
-    assert storage.fetch_throttled(reply) == math.inf  # another one sleeps until woken
+    reply = storage.call(*storage.leases.fetch_op(Q, "w3", "t", 60_000, 10))
+    assert storage.leases.fetch_throttled(reply) == math.inf  # another one sleeps until woken
     time.sleep(wait)
     assert sorted(key_of(storage, x) for x in take(storage, 10, "w2")) == ["x", "y"]
-    assert storage.pending_count(Q) == 4  # the throttled ones wait, never failed
+    assert storage.queues.pending_count(Q) == 4  # the throttled ones wait, never failed
 
 
 def test_a_per_key_rate_holds_over_every_window(storage: Storage) -> None:
@@ -159,7 +159,7 @@ def test_a_per_key_rate_holds_over_every_window(storage: Storage) -> None:
     deadline = time.monotonic() + 1.3
     while time.monotonic() < deadline:
         for lease in take(storage, 20):
-            rec = storage.record(Q, lease.id)
+            rec = storage.tasks.record(Q, lease.id)
             assert rec is not None
             if "key" in rec.meta:
                 starts[rec.meta["key"]].append(int(rec.meta["started"]))
@@ -183,17 +183,17 @@ def test_the_doc_example_runs_as_it_says(
     exec(compile(example, "docs/queue-controls.md", "exec"), {"__name__": "docs_keys"})  # noqa: S102
     said = re.findall(r"^print\(.*\)\n# (.*)", example, re.M)
     assert capsys.readouterr().out.splitlines() == [said[0].split(":")[0], said[1]]
-    assert storage.queue_limits("mailer").key_concurrency == 10
+    assert storage.queues.queue_limits("mailer").key_concurrency == 10
 
 
 def test_a_queue_with_keyed_tasks_is_not_forgotten(storage: Storage) -> None:
     h = send_mail.delay("acme", 1)
-    assert storage.forget_idle_queue(Q) == f"{Q} holds 1 keys with tasks waiting"
+    assert storage.queues.forget_idle_queue(Q) == f"{Q} holds 1 keys with tasks waiting"
     [lease] = take(storage)
-    assert storage.forget_idle_queue(Q).startswith(f"{Q} holds 1 ")  # running
+    assert storage.queues.forget_idle_queue(Q).startswith(f"{Q} holds 1 ")  # running
     ack(storage, [lease])
-    storage.remove(Q, [h.id])
-    assert storage.forget_idle_queue(Q) == ""
+    storage.tasks.remove(Q, [h.id])
+    assert storage.queues.forget_idle_queue(Q) == ""
     assert not [k for k in storage.client.scan_iter(match=f"ztq:{{{Q}}}:k:[!r]*")]
 
 
@@ -203,12 +203,12 @@ def test_an_executor_that_took_other_work_leaves_a_keys_next_token(storage: Stor
     slow_api.delay("x", 1)
     slow_api.delay("x", 2)  # 1/m per key: the second waits a minute
     assert len(take(storage, 10)) == 1
-    reply = storage.call(*storage.fetch_op(Q, "w2", "t", 60_000, 10))
-    assert 0 < (storage.fetch_throttled(reply) or 0) <= 60  # w2 is registered for it
-    assert storage.rate_leave(Q, "w3", "t") is False  # not w3's: left as it is
-    assert storage.rate_leave(Q, "w2", "t")  # w2 took other work: it leaves the token
-    reply = storage.call(*storage.fetch_op(Q, "w3", "t", 60_000, 10))
-    assert 0 < (storage.fetch_throttled(reply) or 0) <= 60  # w3 registers in its place
+    reply = storage.call(*storage.leases.fetch_op(Q, "w2", "t", 60_000, 10))
+    assert 0 < (storage.leases.fetch_throttled(reply) or 0) <= 60  # w2 is registered for it
+    assert storage.queues.rate_leave(Q, "w3", "t") is False  # not w3's: left as it is
+    assert storage.queues.rate_leave(Q, "w2", "t")  # w2 took other work: it leaves the token
+    reply = storage.call(*storage.leases.fetch_op(Q, "w3", "t", 60_000, 10))
+    assert 0 < (storage.leases.fetch_throttled(reply) or 0) <= 60  # w3 registers in its place
 
 
 def test_delays_retries_and_the_pending_limit_keep_their_meaning(storage: Storage) -> None:
@@ -216,14 +216,17 @@ def test_delays_retries_and_the_pending_limit_keep_their_meaning(storage: Storag
     send_mail.delay("b", 1)
     assert [key_of(storage, x) for x in take(storage, 10)] == ["b"]
     deadline = time.monotonic() + 5
-    while storage.promote(Q).moved == 0 and time.monotonic() < deadline:
+    while storage.tasks.promote(Q).moved == 0 and time.monotonic() < deadline:
         time.sleep(0.01)  # its due time passes on Redis's clock
     [lease] = take(storage, 10)
     assert lease.id == h.id
     # a failed run retried later: its slot frees at the failure, it waits in `delayed`,
     # and comes back to its key's list
-    assert storage.fail(Q, "w1", h.id, lease.token, "t", "E: x", "", retry_delay_ms=1) == "retry"
-    while storage.promote(Q).moved == 0 and time.monotonic() < deadline:
+    assert (
+        storage.leases.fail(Q, "w1", h.id, lease.token, "t", "E: x", "", retry_delay_ms=1)
+        == "retry"
+    )
+    while storage.tasks.promote(Q).moved == 0 and time.monotonic() < deadline:
         time.sleep(0.01)
     [again] = take(storage, 10)
     assert again.id == h.id and again.failures == 1

@@ -187,11 +187,11 @@ def test_the_worker_scripts_run_as_functions_and_frame_nothing_kept(
     t.add.delay(2, 2)
     kept = len(SCRIPTS._prefix)
     for _ in range(300):
-        storage.fetch("empty", "w", "t", 1000, 1)
-    [a, b] = storage.fetch("default", "w", "t", 30_000, 2)
-    assert storage.renew("default", "w", 30_000, [(a.id, a.token), (b.id, b.token)]) == []
-    assert storage.ack("default", "w", [Finished(a.id, a.token, "x")]) == []
-    assert storage.fail("default", "w", b.id, b.token, "x", "E: e", "") == "error"
+        storage.leases.fetch("empty", "w", "t", 1000, 1)
+    [a, b] = storage.leases.fetch("default", "w", "t", 30_000, 2)
+    assert storage.leases.renew("default", "w", 30_000, [(a.id, a.token), (b.id, b.token)]) == []
+    assert storage.leases.ack("default", "w", [Finished(a.id, a.token, "x")]) == []
+    assert storage.leases.fail("default", "w", b.id, b.token, "x", "E: e", "") == "error"
     assert len(SCRIPTS._prefix) <= kept + 1
     assert calls_of(on_redis_7, "evalsha") == 0 and no_evalsha == []
     assert calls_of(on_redis_7, "fcall") >= 305

@@ -22,9 +22,9 @@ QUEUE = "default"
 def _fail_everything_ready(storage: Storage) -> int:
     """What a worker whose every run fails does: fetch what is ready, send it to errors."""
     failed = 0
-    while leased := storage.fetch(QUEUE, "failing-worker", "t0", 60_000, limit=500):
+    while leased := storage.leases.fetch(QUEUE, "failing-worker", "t0", 60_000, limit=500):
         for task in leased:
-            storage.fail(QUEUE, "failing-worker", task.id, task.token, "x", "boom", "")
+            storage.leases.fail(QUEUE, "failing-worker", task.id, task.token, "x", "boom", "")
             failed += 1
     return failed
 
@@ -41,7 +41,7 @@ class FailsAgainAtOnce:
         self.calls += 1
         if self.calls > self.MAX_CALLS:
             raise AssertionError("redo --all chases the tasks it redid: it never ends")
-        moved = self.storage.requeue(queue, state, ids, oldest=oldest)
+        moved = self.storage.tasks.requeue(queue, state, ids, oldest=oldest)
         _fail_everything_ready(self.storage)
         return moved
 
@@ -71,7 +71,7 @@ def test_redo_all_moves_every_error(redis_url: str, capsys: pytest.CaptureFixtur
     _fail_everything_ready(storage)
     assert main(["redo", QUEUE, "--all", "--yes", "--redis", redis_url]) == 0
     assert "3 of 3 error(s) back in default" in capsys.readouterr().out
-    assert storage.pending_count(QUEUE) == 3
+    assert storage.queues.pending_count(QUEUE) == 3
 
 
 def test_commands_take_the_prefix_from_a_flag_or_a_file(
@@ -102,22 +102,22 @@ def test_enqueue_sends_a_known_task_as_the_code_would(
                  "--redis", redis_url]) == 0  # fmt: skip
     task_id, outcome = capsys.readouterr().out.split()
     assert (task_id, outcome) == (t.send.prepare(["eve"]).resolve_id(), "added")
-    assert storage.pending_count("mail") == 1 and storage.pending_count(QUEUE) == 0
+    assert storage.queues.pending_count("mail") == 1 and storage.queues.pending_count(QUEUE) == 0
     assert t.send.delay("eve").id == task_id
-    assert storage.pending_count("mail") == 1  # one task: the code's call is the same
+    assert storage.queues.pending_count("mail") == 1  # one task: the code's call is the same
     # a task registered under its own name (name=...), and a priority of its own
     assert main(["enqueue", "tests.other.send", "--args", '["bob"]', "--redis", redis_url]) == 0
     assert (
         main(["enqueue", "tests.sample_tasks.urgent", "--args", "[1]", "--redis", redis_url]) == 0
     )
     ids = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
-    assert storage.pending_count("mail") == 2
-    urgent = storage.record(QUEUE, ids[1])
+    assert storage.queues.pending_count("mail") == 2
+    urgent = storage.tasks.record(QUEUE, ids[1])
     assert urgent is not None and urgent.priority == "high"
     # --queue and --priority still choose, for a known task too
     assert main(["enqueue", "tests.sample_tasks.add", "--args", "[1, 2]", "--queue", "other",
                  "--priority", "low", "--redis", redis_url]) == 0  # fmt: skip
-    added = storage.record("other", capsys.readouterr().out.split()[0])
+    added = storage.tasks.record("other", capsys.readouterr().out.split()[0])
     assert added is not None and added.priority == "low"
 
 
@@ -134,11 +134,11 @@ def test_enqueue_imports_module_function_and_sends_unknown_names_only_with_queue
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.split()[0] == t.send.prepare(["ann"]).resolve_id()
-    assert storage.pending_count("mail") == 1
+    assert storage.queues.pending_count("mail") == 1
     # a name nothing registers: only where --queue says
     assert main(["enqueue", "billing.charge", "--redis", redis_url]) == 2
     assert "--queue QUEUE to enqueue it by name" in capsys.readouterr().err
     assert main(["enqueue", "billing.charge", "--args", "[7]", "--queue", "billing",
                  "--redis", redis_url]) == 0  # fmt: skip
-    rec = storage.record("billing", capsys.readouterr().out.split()[0])
+    rec = storage.tasks.record("billing", capsys.readouterr().out.split()[0])
     assert rec is not None and (rec.task, rec.args) == ("billing.charge", [7])
