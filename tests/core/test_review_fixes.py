@@ -53,7 +53,7 @@ def test_a_coalesced_batch_in_evalsha_mode_reloads_the_scripts_after_a_flush(
     storage: Storage,
 ) -> None:
     pool = storage.client.connection_pool
-    SCRIPTS._functions[pool] = False  # as on Redis 6.2, or an ACL without FCALL
+    SCRIPTS.packed._functions[pool] = False  # as on Redis 6.2, or an ACL without FCALL
     ops = [
         storage.tasks.enqueue_op("rf", [(f"id{i}", "[1]", "normal", 0, 0, "", 0)]) for i in range(3)
     ]

@@ -30,23 +30,21 @@ def _fail_everything_ready(storage: Storage) -> int:
 
 
 class FailsAgainAtOnce:
-    """The storage, with a worker that fails every redone task before the next batch."""
+    """A redo (``storage.tasks.requeue``) followed by a worker that fails every redone task
+    before the next batch."""
 
     MAX_CALLS = 50  # far more than a bounded redo needs: an unbounded one would loop forever
 
     def __init__(self, storage: Storage) -> None:
-        self.storage, self.calls = storage, 0
+        self.storage, self.calls, self.requeue_now = storage, 0, storage.tasks.requeue
 
     def requeue(self, queue: str, state: str, ids: Any = (), *, oldest: int = 0) -> int:
         self.calls += 1
         if self.calls > self.MAX_CALLS:
             raise AssertionError("redo --all chases the tasks it redid: it never ends")
-        moved = self.storage.tasks.requeue(queue, state, ids, oldest=oldest)
+        moved = self.requeue_now(queue, state, ids, oldest=oldest)
         _fail_everything_ready(self.storage)
         return moved
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.storage, name)
 
 
 def test_redo_all_is_bounded_by_the_errors_present_at_the_start(
@@ -58,7 +56,8 @@ def test_redo_all_is_bounded_by_the_errors_present_at_the_start(
             t.noop.delay(i)
     assert _fail_everything_ready(storage) == 1200
     wrapped = FailsAgainAtOnce(storage)
-    monkeypatch.setattr(cli, "_connect", lambda args: wrapped)
+    monkeypatch.setattr(storage.tasks, "requeue", wrapped.requeue)
+    monkeypatch.setattr(cli, "_connect", lambda args: storage)
     assert main(["redo", QUEUE, "--all", "--yes", "--redis", redis_url]) == 0
     assert "1200 of 1200 error(s) back in default" in capsys.readouterr().out
     assert wrapped.calls == 3  # 500 + 500 + 200, then it stops

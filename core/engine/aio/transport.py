@@ -28,8 +28,8 @@ from ztq.core.engine.scripts import (
     PACKED,
     SCRIPTS,
     Op,
-    _no_function,
     missing_script,
+    no_function,
 )
 from ztq.core.engine.storage import (
     MAX_BLOCK,
@@ -194,7 +194,7 @@ class AsyncStorage:
         are loaded for EVALSHA; NOSCRIPT: the scripts are loaded) are sent again, and
         checked again: at most two rounds."""
         fcall = self._fcall
-        replies = await self._send([SCRIPTS._pack(*op, fcall) for op in ops])
+        replies = await self._send([SCRIPTS.packed.pack(*op, fcall) for op in ops])
         for _ in range(2):
             missing = [i for i, r in enumerate(replies) if _did_not_run(r, fcall)]
             if not missing:
@@ -203,7 +203,7 @@ class AsyncStorage:
                 self._fcall = fcall = False  # Redis < 7, or an ACL: EVALSHA from now on
                 for name in sorted({ops[i][0] for i in missing}):
                     await self.client.script_load(SCRIPTS.source[name])
-            again = await self._send([SCRIPTS._pack(*ops[i], fcall) for i in missing])
+            again = await self._send([SCRIPTS.packed.pack(*ops[i], fcall) for i in missing])
             for i, reply in zip(missing, again, strict=True):
                 replies[i] = reply
         return replies
@@ -364,7 +364,7 @@ class AsyncWaits:
 def _did_not_run(reply: Any, fcall: bool) -> bool:
     """The packed call did not run: no function (FCALL), or no script (EVALSHA)."""
     if fcall:
-        return _no_function(reply)
+        return no_function(reply)
     return isinstance(reply, ResponseError) and missing_script(reply)
 
 

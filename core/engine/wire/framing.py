@@ -15,6 +15,8 @@ from typing import Any, overload
 
 import redis
 
+Op = tuple[str, Sequence[str], Sequence[Any]]  # a script call: (script name, keys, args)
+
 
 class Unpackable(Exception):
     """An argument the packed path does not frame (redis-py's own path does)."""
