@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -243,10 +244,12 @@ def test_a_thread_waiting_for_a_far_token_reads_the_wake_lists_again() -> None:
     reads = Reads()
     retired = threading.Event()
     started = time.monotonic()
-    wait_for_token(reads, ["a", "b"], 30.0, retired, lambda: False)  # type: ignore[arg-type]
+    storage = SimpleNamespace(waits=reads)  # the storage's part it waits with
+    wait_for_token(storage, ["a", "b"], 30.0, retired, lambda: False)  # type: ignore[arg-type]
     assert len(reads.calls) == 3 and time.monotonic() - started < 1
     stopping = Reads()
-    wait_for_token(stopping, ["a"], 30.0, retired, lambda: len(stopping.calls) >= 2)  # type: ignore[arg-type]
+    storage = SimpleNamespace(waits=stopping)
+    wait_for_token(storage, ["a"], 30.0, retired, lambda: len(stopping.calls) >= 2)  # type: ignore[arg-type]
     assert len(stopping.calls) == 2
 
 
@@ -306,8 +309,9 @@ def test_the_executor_leaves_the_tokens_it_registered_for() -> None:
             return True
 
     calls, tokens = Calls(), Tokens()
-    tokens.note(calls, "a", [3, "r", 800])  # type: ignore[arg-type]
-    tokens.note(calls, "b", [0, "r"])  # type: ignore[arg-type]
+    storage = SimpleNamespace(leases=calls, queues=calls)  # the parts the tokens use
+    tokens.note(storage, "a", [3, "r", 800])  # type: ignore[arg-type]
+    tokens.note(storage, "b", [0, "r"])  # type: ignore[arg-type]
     assert tokens.wait == 0.8 and tokens.queues == ["a"]
-    tokens.leave(calls, "w1", "mixed")  # type: ignore[arg-type]
+    tokens.leave(storage, "w1", "mixed")  # type: ignore[arg-type]
     assert calls.left == [("a", "w1", "mixed")] and tokens.pop() is None
