@@ -40,7 +40,7 @@ def measure(n: int) -> tuple[float, float]:
         storage = app.connections.get()
         client = storage.client
         send_receipt.delay("warmup@example.org", 0, "warm-up")  # scripts and the queue set
-        storage.remove("mail", purge="ready", limit=10)
+        storage.tasks.remove("mail", purge="ready", limit=10)
         client.execute_command("MEMORY", "PURGE")
         base = _memory(client)
         started = time.monotonic()
@@ -53,10 +53,10 @@ def measure(n: int) -> tuple[float, float]:
         print(f"enqueued {n:,} in {time.monotonic() - started:.0f} s")
         started = time.monotonic()
         while True:
-            leases = storage.fetch("mail", "capacity", "mail-0", 600_000, 500)
+            leases = storage.leases.fetch("mail", "capacity", "mail-0", 600_000, 500)
             if not leases:
                 break
-            ops = [storage.fail_op("mail", "capacity", lease.id, lease.token,
+            ops = [storage.leases.fail_op("mail", "capacity", lease.id, lease.token,
                                    "shop.mail.send_receipt",
                                    "SMTPRecipientsRefused: 550 mailbox unavailable", TRACEBACK,
                                    history_maxlen=10_000) for lease in leases]  # fmt: skip

@@ -11,10 +11,10 @@
 - the console: every GET route of ``bench.console`` in-process through WebTest (server time,
   median of ``reps``): the slowest page and the queue's page ``/queues/default``;
 - deleting one queued task at the head, the middle and the tail of the ready list
-  (``storage.remove``, what ``handle.cancel`` and the console's delete run) and moving one
+  (``storage.tasks.remove``, what ``handle.cancel`` and the console's delete run) and moving one
   to the head (``first=True``, the console's "run first"): wall µs and the Redis-side µs
   of the script (``INFO commandstats``), median of 20;
-- purging: ``storage.remove(purge=...)`` in batches of 1,000 (µs per task).
+- purging: ``storage.tasks.remove(purge=...)`` in batches of 1,000 (µs per task).
 
 Each must stay flat: O(1) per task, O(page) per page. ``run()`` returns the numbers,
 ``section()`` renders them as markdown (bench/run.py can include it); run alone, the
@@ -114,11 +114,11 @@ def _scenario(url: str, name: str, queued: int, errors: int, reps: int) -> dict[
                 for j in range(DELETES):
                     tid = _id(Q, index - j if pos == "tail" else index + j)
                     if what == "delete":
-                        w, s = _redis_us(client, partial(storage.remove, Q, [tid]))
+                        w, s = _redis_us(client, partial(storage.tasks.remove, Q, [tid]))
                     else:
                         entry = [EnqueueEntry(tid, PAYLOAD, first=True)]
                         w, s = _redis_us(
-                            client, partial(storage.call, *storage.enqueue_op(Q, entry))
+                            client, partial(storage.call, *storage.tasks.enqueue_op(Q, entry))
                         )
                     walls.append(w)
                     spent.append(s)
@@ -138,15 +138,15 @@ def _scenario(url: str, name: str, queued: int, errors: int, reps: int) -> dict[
         taken = 0
         t0 = time.perf_counter()
         while taken < FETCHED:
-            ops = [storage.ack_op(Q, "growth-w", done)] if done else []
-            ops.append(storage.fetch_op(Q, "growth-w", "default-0", 60_000, BATCH))
-            leased = storage.parse_fetch(Q, storage.execute(ops)[-1])
+            ops = [storage.leases.ack_op(Q, "growth-w", done)] if done else []
+            ops.append(storage.leases.fetch_op(Q, "growth-w", "default-0", 60_000, BATCH))
+            leased = storage.leases.parse_fetch(Q, storage.execute(ops)[-1])
             done = [Finished(x.id, x.token, "app.mail.send", "") for x in leased]
             taken += len(leased)
             if not leased:
                 break
         if done:
-            storage.ack(Q, "growth-w", done)
+            storage.leases.ack(Q, "growth-w", done)
         per_round.append((time.perf_counter() - t0) * 1e6 / max(taken, 1))
     out["fetch_ack_us"] = _spread(per_round)
 
@@ -156,7 +156,7 @@ def _scenario(url: str, name: str, queued: int, errors: int, reps: int) -> dict[
         t0 = time.perf_counter()
         removed = 0
         while removed < PURGED:
-            removed += storage.remove(Q, purge=purge, limit=1000)[0]
+            removed += storage.tasks.remove(Q, purge=purge, limit=1000)[0]
         out["purge_us"] = (time.perf_counter() - t0) * 1e6 / removed
         out["purged"] = purge
     storage.close()
@@ -265,8 +265,8 @@ def section(results: dict[str, Any]) -> str:
     if deleted:
         lines += [
             "",
-            "Deleting one queued task (`storage.remove`, as `handle.cancel` and the console do) "
-            "and moving one to the head (`first=True`, the console's *run first*), by where it "
+            "Deleting one queued task (`storage.tasks.remove`, as `handle.cancel` and the console "
+            "do) and moving one to the head (`first=True`, the console's *run first*), by where it "
             "is in the ready list: wall µs (one round trip) and Redis-side µs of the script, "
             f"median of {DELETES} (p10–p90).",
             "",

@@ -38,7 +38,7 @@ def _enqueue(storage: Any, queue: str, items: list[tuple[str, str | None]]) -> N
     for lo in range(0, len(items), 500):
         entries = [EnqueueEntry(i, payload, keyed_level("normal", k, None, None) if k else "normal")
                    for i, k in items[lo:lo + 500]]  # fmt: skip
-        storage.call(*storage.enqueue_op(queue, entries))
+        storage.call(*storage.tasks.enqueue_op(queue, entries))
 
 
 def _drain(
@@ -53,7 +53,7 @@ def _drain(
     seen: dict[str, Any] = {}
     begin = time.perf_counter()
     while True:
-        got = storage.fetch(queue, "bench", "t", 600_000, batch)
+        got = storage.leases.fetch(queue, "bench", "t", 600_000, batch)
         if not got:
             break
         if watch and "at" not in seen:
@@ -62,7 +62,7 @@ def _drain(
                     seen.update(at=started + n, seconds=time.perf_counter() - begin)
                     break
         started += len(got)
-        storage.ack(queue, "bench", [Finished(x.id, x.token, "bench.noop") for x in got],
+        storage.leases.ack(queue, "bench", [Finished(x.id, x.token, "bench.noop") for x in got],
                     result_ttl_ms=0)  # fmt: skip
         if round_n and "round" not in seen and started >= round_n:
             seen["round"] = time.perf_counter() - begin

@@ -129,7 +129,7 @@ def plant(storage: Any, workers: int) -> None:
     now = int(time.time() * 1000)
     pipe = client.pipeline(transaction=False)
     for q in QUEUES:
-        storage.register_queue(q)
+        storage.queues.register_queue(q)
     for i in range(workers):
         qa, qb = queues_of(i)
         for j, q in enumerate((qa, qa, qb, qb)):
@@ -207,7 +207,7 @@ def time_info(storage: Any, rounds: int) -> list[float]:
     runs = []
     for _ in range(rounds + 1):
         t0 = time.perf_counter()
-        overview.queues(storage, storage.queues(), LOST_AFTER)
+        overview.queues(storage, storage.queues.names(), LOST_AFTER)
         overview.workers(storage, LOST_AFTER)
         runs.append((time.perf_counter() - t0) * 1000)
     return runs[1:]

@@ -63,7 +63,7 @@ def valid_task_id(task_id: str) -> bool:
 def known_queues(request: Any) -> list[str]:
     cache = request.environ.setdefault("ztq.queues", [])
     if not cache:
-        cache.extend(request.storage.queues())
+        cache.extend(request.storage.queues.names())
     return list(cache)
 
 
@@ -81,7 +81,7 @@ def queue_filter(request: Any, name: str = "queue") -> tuple[str, list[str]]:
         return "", queues
     if not valid_queue(queue) or queue not in queues:
         raise not_found(request.t("No queue named {name}.", name=queue))
-    return queue, request.storage.shards_of(queue, queues)
+    return queue, request.storage.queues.shards_of(queue, queues)
 
 
 def page_size(request: Any) -> int:

@@ -117,7 +117,7 @@ class BroadcastReader(threading.Thread):
                 continue
             if queue not in checked:  # paused while this read was waiting: it waits too
                 checked.add(queue)
-                if self.storage.is_paused(queue):
+                if self.storage.queues.is_paused(queue):
                     held.add(queue)
                     continue
             if not self.run_one(queue, entry, fields):
@@ -130,7 +130,7 @@ class BroadcastReader(threading.Thread):
         with self.lock:
             positions = dict(self.positions)
         queues = sorted(positions)
-        paused = self.storage.paused_flags(queues)
+        paused = self.storage.queues.paused_flags(queues)
         return {q: positions[q] for q, p in zip(queues, paused, strict=True) if not p}
 
     def sync(self) -> None:

@@ -101,7 +101,7 @@ async def areport_progress(**data: Any) -> bool:
         stored = _store(ctx, field, value)
     else:
         try:
-            stored = await ctx.astorage.set_run_info(*_where(ctx), field, value)
+            stored = await ctx.astorage.leases.set_run_info(*_where(ctx), field, value)
         except Exception as exc:
             stored = _refused(ctx, exc)
     return _progressed(ctx, data, stored)
@@ -126,7 +126,7 @@ async def areport_job(pid: int | None = None, comment: str | None = None) -> boo
     stored = []
     for f, v in _job(ctx, pid, comment):
         try:
-            stored.append(await ctx.astorage.set_run_info(*_where(ctx), f, v))
+            stored.append(await ctx.astorage.leases.set_run_info(*_where(ctx), f, v))
         except Exception as exc:
             stored.append(_refused(ctx, exc))
     return all(stored)
@@ -134,7 +134,7 @@ async def areport_job(pid: int | None = None, comment: str | None = None) -> boo
 
 def _store(ctx: RunContext, field: str, value: str) -> bool:
     try:
-        return ctx.storage.set_run_info(*_where(ctx), field, value)
+        return ctx.storage.leases.set_run_info(*_where(ctx), field, value)
     except Exception as exc:
         return _refused(ctx, exc)
 

@@ -177,7 +177,7 @@ class Control:
             run = next((r for r in ex.describe_runs().values() if r["id"] == task_id), None)
             if run is None:
                 continue
-            rec = self.storage.record(run["queue"], task_id)
+            rec = self.storage.tasks.record(run["queue"], task_id)
             pid = rec.get("pid") if rec else None
             if not ex.kill(thread, task_id):
                 continue

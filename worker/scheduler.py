@@ -48,12 +48,12 @@ class Scheduler(threading.Thread):
         """Promote what is due, reap expired leases, then wait until the next instant that
         matters (due time or lease deadline); returns the wait."""
         queues = self.worker.physical(self.worker.served_queues())  # every shard of each
-        waits = [self.worker.storage.promote(q).wait for q in queues]
+        waits = [self.worker.storage.tasks.promote(q).wait for q in queues]
         waits += [self.worker.reap(q).wait for q in queues]
         due = [w for w in waits if w is not None]
         timeout = min([self.worker.cfg.idle_wait, *due])
         if due and timeout <= PRECISE:
             self.worker.stopping.wait(timeout)
         else:
-            self.worker.storage.wait(queues, max(0.001, timeout - PRECISE), schedule=True)
+            self.worker.storage.waits.wait(queues, max(0.001, timeout - PRECISE), schedule=True)
         return timeout

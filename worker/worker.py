@@ -133,20 +133,20 @@ class Worker(Control):
             self.shards.setdefault(queue, (queue,))
             n = max(self.cfg.shards.get(queue, 1), self.app.registry.shards(queue))
             if n > 1:
-                self.storage.register_shards(queue, n)
+                self.storage.queues.register_shards(queue, n)
             else:  # the task-level rate limits of its tasks (none on a sharded queue)
-                self.storage.register_queue(queue)
-                self.storage.task_rates(queue, self.app.registry.rates(queue))
+                self.storage.queues.register_queue(queue)
+                self.storage.queues.task_rates(queue, self.app.registry.rates(queue))
         self.refresh_shards()
 
     def refresh_shards(self, known: list[str] | None = None) -> None:
         """Learn the shards of the queues served here (``known``: the names of
-        ``storage.queues()``, when already read): a producer with more shards than the
+        ``storage.queues.names()``, when already read): a producer with more shards than the
         config gives registered them, and they must not wait unserved."""
-        known = self.storage.queues() if known is None else known
+        known = self.storage.queues.names() if known is None else known
         queues = {q for ex in list(self.executors) for q in ex.spec.queues}
         queues |= set(self.cfg.queues) | set(self.shards)
-        self.shards = {q: tuple(self.storage.shards_of(q, known)) for q in sorted(queues)}
+        self.shards = {q: tuple(self.storage.queues.shards_of(q, known)) for q in sorted(queues)}
 
     def physical(self, queues: Sequence[str], turn: int = 0) -> list[str]:
         """The shards to fetch ``queues`` from, queue by queue in the order given; ``turn``
@@ -219,11 +219,11 @@ class Worker(Control):
 
     def maintain(self, now: float) -> None:
         """Learn new shards, reap and promote every known queue, fire cron."""
-        known = self.storage.queues()
+        known = self.storage.queues.names()
         self.refresh_shards(known)
         for queue in known:
             self.reap(queue)
-            self.storage.promote(queue)
+            self.storage.tasks.promote(queue)
         # what killed workers left (docs/batches.md)
         relay_ends(self.storage, self.app, known, self.faults)
         if self.cron is not None and self.cron.entries and self.cron.due_now(now):
@@ -232,7 +232,7 @@ class Worker(Control):
 
     def reap(self, queue: str) -> Reaped:
         """Hand back the tasks of dead workers in ``queue``, and log each in the event log."""
-        reaped = self.storage.reap(queue, self.cfg.max_lost)
+        reaped = self.storage.leases.reap(queue, self.cfg.max_lost)
         for task_id, worker, outcome in reaped.items:
             message = f"task {task_id} of queue {queue} went back to {outcome}"
             log.warning("lease of task %s (worker %s) expired: %s", task_id, worker, outcome)
@@ -249,7 +249,7 @@ class Worker(Control):
                 held.setdefault(queue, []).extend(items)
         lease_ms = int(self.cfg.lease * 1000)
         for queue, items in held.items():
-            lost = self.storage.renew(queue, self.id, lease_ms, items)
+            lost = self.storage.leases.renew(queue, self.id, lease_ms, items)
             vanished = self.watch.gone((queue, task_id) for task_id in lost)
             for task_id in lost:
                 # an executor may have acked it meanwhile: only a task held and unfinished is
@@ -308,7 +308,9 @@ class Worker(Control):
         """Burst mode: nothing ready or delayed in this worker's queues, nothing running here."""
         if any(ex.busy() for ex in self.executors):
             return False
-        return all(self.storage.pending_count(q) == 0 for q in self.physical(self.cfg.queues))
+        return all(
+            self.storage.queues.pending_count(q) == 0 for q in self.physical(self.cfg.queues)
+        )
 
     # -- tests -------------------------------------------------------------------------------
     def drain(
@@ -345,9 +347,9 @@ class Worker(Control):
 
     def _wake_delayed(self, queue: str, all_of_them: bool) -> int:
         if not all_of_them:
-            return self.storage.promote(queue).moved
+            return self.storage.tasks.promote(queue).moved
         moved = 0
-        while step := self.storage.requeue(queue, "delayed", oldest=500):
+        while step := self.storage.tasks.requeue(queue, "delayed", oldest=500):
             moved += step
         return moved
 
@@ -428,7 +430,7 @@ class Worker(Control):
         # 5 s to stop on SIGTERM)
         idle = [q for ex in self.executors if not ex.busy() for q in ex.wait_queues()]
         with best_effort():  # wake the idle ones: no wait of idle_wait
-            self.storage.nudge(sorted(idle))
+            self.storage.waits.nudge(sorted(idle))
             nudge_commands(self.storage, self.id)  # nor of the command thread's read
         deadline = time.monotonic() + self.cfg.grace
         for ex in list(self.executors):
@@ -442,7 +444,7 @@ class Worker(Control):
             for ex in self.executors:
                 if ex.is_alive():  # still running after the grace period: hand its tasks back
                     for queue, held in ex.held_by_queue().items():
-                        self.storage.release(queue, self.id, held)
+                        self.storage.leases.release(queue, self.id, held)
                     ex.abandon()
             self.write_beat("stopped")
             log_event(
@@ -457,7 +459,7 @@ class Worker(Control):
             self.command_thread.join(2.0)
         if self.scheduler is not None:  # no thread of a stopped worker writes to Redis
             with best_effort():
-                self.storage.nudge(self.physical(self.served_queues()), schedule=True)
+                self.storage.waits.nudge(self.physical(self.served_queues()), schedule=True)
             self.scheduler.join(2.0)
         if self.health_server is not None:
             self.health_server.stop()

@@ -322,7 +322,8 @@ def metrics(request: Any) -> Response:
         "Threads running a task now.",
         [({"worker": w["id"]}, len(w["current"])) for w in workers],
     )
-    keyed = [(q["name"], request.storage.key_totals(q["name"], KEY_SERIES)) for q in queues
+    turns = request.storage.key_turns
+    keyed = [(q["name"], turns.key_totals(q["name"], KEY_SERIES)) for q in queues
              if not q.get("shards")]  # fmt: skip
     for what, text in (("waiting", "Keyed tasks waiting, per key."),
                        ("running", "Keyed tasks leased, per key.")):  # fmt: skip

@@ -29,8 +29,8 @@ from ztq.console.web import (
     safe_next,
     text_param,
 )
-from ztq.core.engine import queue_admin
-from ztq.core.engine.queue_admin import FOLLOW_WINDOW_MS, TRASH_BATCHES, TRASH_WINDOW_MS
+from ztq.core.engine.parts import errors as error_part
+from ztq.core.engine.parts.errors import FOLLOW_WINDOW_MS, TRASH_BATCHES, TRASH_WINDOW_MS
 from ztq.core.monitor import bulk
 from ztq.core.monitor import queues as monitor
 from ztq.core.monitor.filters import task_matcher
@@ -117,7 +117,9 @@ def _job_queues(request: Any, job: bulk.BulkJob, default: str) -> list[str] | HT
         if job.queue not in queues:
             flash(request, request.t("No queue named {name}.", name=job.queue), "error")
             return back(request, default)
-        queues = request.storage.shards_of(job.queue, queues)  # a sharded queue: all its shards
+        queues = request.storage.queues.shards_of(
+            job.queue, queues
+        )  # a sharded queue: all its shards
     return queues
 
 
@@ -146,8 +148,8 @@ def _window(request: Any) -> dict[str, int]:
     """How long the trash keeps a delete and a redo is followed (ms; pages say it), and how
     many tasks of one delete the trash keeps (per queue) and a redo follows."""
     return {"trash": TRASH_WINDOW_MS, "follow": FOLLOW_WINDOW_MS,
-            "batch_max": queue_admin.TRASH_BATCH_MAX, "batches": TRASH_BATCHES,
-            "follow_max": queue_admin.FOLLOW_MAX}  # fmt: skip
+            "batch_max": error_part.TRASH_BATCH_MAX, "batches": TRASH_BATCHES,
+            "follow_max": error_part.FOLLOW_MAX}  # fmt: skip
 
 
 @view_config(route_name="bulk", request_method="POST", permission=OPERATE)
@@ -253,9 +255,9 @@ def selected_action(request: Any) -> Any:
     storage = request.storage
     for q, ids in by_queue.items():
         if action == "redo":
-            n = storage.redo_errors(q, batch, ids)
+            n = storage.errors.redo_errors(q, batch, ids)
         else:
-            n, _, k = storage.trash_errors(q, batch, ids)
+            n, _, k = storage.errors.trash_errors(q, batch, ids)
             kept += k
         done += n
         audit(request, action, queue=q, ids=ids, count=n, detail=f"batch={batch}")
@@ -288,7 +290,7 @@ def follow_page(request: Any) -> dict[str, Any]:
     state = state if state in FOLLOW_STATES else ""
     size, offset = page_size(request), int_param(request, "offset", 0, 0, 10**9)
     again: list[tuple[str, str]] = []  # what "Redo again" / "Delete…" act on: exactly those
-    counts, noted, since = request.storage.follow_page(
+    counts, noted, since = request.storage.errors.follow_page(
         queues, batch, state, offset, size, again, monitor.MAX_PAGE
     )
     recs = fetch_records(request.storage, [(q, i) for q, i, _, _ in noted])
@@ -332,7 +334,7 @@ def trash_restore(request: Any) -> Any:
     if queue not in known_queues(request):
         raise not_found(request.t("No queue named {name}.", name=queue))
     ids = [i for i in request.POST.getall("id")[: monitor.MAX_PAGE] if isinstance(i, str)]
-    restored, skipped = request.storage.restore_errors(queue, batch, ids)
+    restored, skipped = request.storage.errors.restore_errors(queue, batch, ids)
     audit(request, "restore", queue=queue, ids=ids[:20], count=restored,
           detail=f"batch={batch}")  # fmt: skip
     message = request.t("Restored {n} tasks.", n=restored)

@@ -134,9 +134,9 @@ def cron_run(request: Any) -> Any:
         flash(request, request.t("The cron entry {name} cannot be enqueued.", name=name), "error")
         return back(request, done)
     storage = request.storage
-    storage.register_queue(call.queue)
+    storage.queues.register_queue(call.queue)
     queued = EnqueueEntry(call.resolve_id(), call.payload(), call.priority)
-    task_id, outcome = storage.call(*storage.enqueue_op(call.queue, [queued]))
+    task_id, outcome = storage.call(*storage.tasks.enqueue_op(call.queue, [queued]))
     audit(request, "run cron now", queue=call.queue, ids=[str(task_id)], detail=name)
     flash(request, request.t("Enqueued {name} now (task {id}).", name=name, id=task_id))
     return back(request, done)

@@ -84,13 +84,13 @@ def queue_page(request: Any) -> dict[str, Any]:
     key = _key_param(request)
     page = None if shards else monitor.pending_page(request.storage, name, start, limit, key=key)
     day = timings.day_slots(request.storage, q["shards"] or name)
-    limits = request.storage.queue_limits(name)
+    limits = request.storage.queues.queue_limits(name)
     q["max_running"] = limits.max_running
     q["key_concurrency"] = limits.key_concurrency
     q["block_timeout"] = limits.block_timeout
     q["rate_form"] = str(limits.rate_limit) if limits.rate_limit else ""
     times = {which: timechart(day, which) for which in ("wait", "run")}
-    keys = None if shards else request.storage.key_totals(name, 10)  # the busiest keys
+    keys = None if shards else request.storage.key_turns.key_totals(name, 10)  # the busiest keys
     return {"q": q, "shards": shards, "shard_of": split_shard(name)[0] if is_shard else "",
             "page": page, "start": start, "limit": limit, "times": times, "keys": keys,
             "key": key,
@@ -116,7 +116,7 @@ def _pause_key(request: Any, name: str, on: bool) -> Any:
     here = request.route_path("queue", name=name)
     key = str(request.POST.get("key", ""))
     try:
-        request.storage.pause_key(name, key, on)
+        request.storage.key_turns.pause_key(name, key, on)
     except InvalidOption:
         flash(request, request.t("Key: 1 to 128 characters, no control characters."), "error")
         return back(request, here)
@@ -142,7 +142,7 @@ def _set_running_limit(request: Any, name: str, per_key: bool) -> Any:
         flash(request, msg, "error")
         return back(request, here)
     try:
-        request.storage.configure(name, **{field: int(raw) if raw else None})
+        request.storage.queues.configure(name, **{field: int(raw) if raw else None})
     except InvalidOption as exc:  # a sharded queue
         flash(request, str(exc), "error")
         return back(request, here)
@@ -166,7 +166,7 @@ def _weigh_key(request: Any, name: str) -> Any:
     key, raw = str(request.POST.get("key", "")), str(request.POST.get("weight", "")).strip()
     try:
         weight = int(raw) if raw.isdigit() else -1
-        request.storage.weigh_key(name, key, weight)
+        request.storage.key_turns.weigh_key(name, key, weight)
     except InvalidOption:
         msg = request.t("Weight: a key (1 to 128 characters) and a number from 1 to 1000.")
         flash(request, msg, "error")
@@ -183,12 +183,12 @@ def _set_rate_limit(request: Any, name: str) -> Any:
     here = request.route_path("queue", name=name)
     raw = " ".join(str(request.POST.get("rate_limit", "")).split())[:60]
     try:
-        request.storage.configure(name, rate_limit=raw or None)
+        request.storage.queues.configure(name, rate_limit=raw or None)
     except InvalidOption as exc:  # a form not accepted, a sharded queue
         flash(request, request.t("Rate limit: {error}", error=str(exc)), "error")
         return back(request, here)
     if raw:
-        rate = str(request.storage.queue_limits(name).rate_limit)
+        rate = str(request.storage.queues.queue_limits(name).rate_limit)
         flash(request, request.t("{name}: at most {rate} started, on all workers.",
                                  name=name, rate=rate))  # fmt: skip
     else:
@@ -216,10 +216,10 @@ def _set_pending_limit(request: Any, name: str) -> Any:
         return back(request, here)
     try:
         if raw:
-            request.storage.configure(name, max_pending=int(raw), when_full=when,
+            request.storage.queues.configure(name, max_pending=int(raw), when_full=when,
                                       block_timeout=float(wait))  # fmt: skip
         else:
-            request.storage.configure(name, max_pending=None)
+            request.storage.queues.configure(name, max_pending=None)
     except InvalidOption as exc:  # a sharded queue
         flash(request, str(exc), "error")
         return back(request, here)
@@ -256,10 +256,10 @@ def queue_state(request: Any) -> Any:
     name = _queue_or_404(request)
     action = request.POST.get("action")
     if action == "pause":
-        request.storage.pause(name)
+        request.storage.queues.pause(name)
         flash(request, request.t("Paused {name}: workers take no new tasks from it.", name=name))
     elif action == "resume":
-        request.storage.resume(name)
+        request.storage.queues.resume(name)
         flash(request, request.t("Resumed {name}.", name=name))
     elif action in ("limit", "key_limit"):
         return _set_running_limit(request, name, per_key=action == "key_limit")

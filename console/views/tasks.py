@@ -130,19 +130,19 @@ def task_action(request: Any) -> Any:
     by_queue: dict[str, list[str]] = {}
     for q, i in refs:
         by_queue.setdefault(q, []).append(i)
-    known = set(storage.queues())
+    known = set(storage.queues.names())
     if any(q not in known for q in by_queue):
         raise not_found(request.t("No queue named {name}.", name=next(iter(by_queue))))
     done = 0
     for q, ids in by_queue.items():
         if action == "redo":
-            n = storage.requeue(q, "error", ids)
+            n = storage.tasks.requeue(q, "error", ids)
         elif action == "run_now":
-            n = storage.requeue(q, "delayed", ids)
+            n = storage.tasks.requeue(q, "delayed", ids)
         elif action == "first":
             n = monitor.run_first(storage, q, ids)
         elif action == "delete":
-            n = storage.remove(q, ids)[0]
+            n = storage.tasks.remove(q, ids)[0]
         else:
             n = _kill(request, q, ids)
         done += n

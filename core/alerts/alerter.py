@@ -162,7 +162,7 @@ def snapshot(storage: Storage, rules: tuple[Rule, ...], lost_after: float, now: 
     snap = Snapshot(now=now, lost_after=lost_after)
     by_queue = [r for r in rules if r.kind != "worker_lost"]
     if by_queue:
-        names = {split_shard(q)[0] for q in storage.queues()}  # a sharded queue is one
+        names = {split_shard(q)[0] for q in storage.queues.names()}  # a sharded queue is one
         names |= {r.pattern for r in by_queue if not r.is_glob}
         names = {n for n in names if QUEUE_NAME.match(n)}
         minutes = window_minutes(rules)

@@ -303,7 +303,7 @@ class App:
         ``rate_limit="20/s"`` (or ``"N/m"``, ``"N/h"``, optionally ``" burst B"``) bounds
         the tasks started per second across every worker, on Redis's clock; a throttled
         task waits in its queue."""
-        self.connections.get(connection).configure(
+        self.connections.get(connection).queues.configure(
             queue, max_running=max_running, max_pending=max_pending, when_full=when_full,
             block_timeout=block_timeout, rate_limit=rate_limit, key_concurrency=key_concurrency,
         )  # fmt: skip

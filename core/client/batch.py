@@ -23,8 +23,8 @@ from ztq.core.client.buffer import BatchBuffer, block_buffer
 from ztq.core.client.calls import TaskCall
 from ztq.core.client.enqueue import entry, faults, placed
 from ztq.core.client.handle import TaskHandle
-from ztq.core.engine.batching.store import BatchStatus
 from ztq.core.engine.keys import shard_for
+from ztq.core.engine.parts.batches import BatchStatus
 from ztq.core.engine.storage import Storage
 from ztq.core.errors import ConfigError, InvalidOption, NotFound, QueueFull, ResultTimeout
 
@@ -149,7 +149,7 @@ class Batch:
             callbacks = {kind: {**c.to_dict(), "shards": c.shards or
                                 self.app.registry.shards(c.queue)}
                          for kind, c in given if c is not None}  # fmt: skip
-            create = storage.batch_create_op(
+            create = storage.batches.batch_create_op(
                 self.id, members, description=self.description, callbacks=json.dumps(callbacks),
                 on_complete=self.on_complete is not None, on_success=self.on_success is not None,
                 pass_results=self.pass_results, parent=self.parent, ttl_ms=int(self.ttl * 1000),
@@ -158,20 +158,20 @@ class Batch:
             for queue, positions in by_queue.items():
                 for start in range(0, len(positions), CHUNK):
                     chunk = positions[start : start + CHUNK]
-                    ops.append(storage.enqueue_op(queue, [entry(*items[p], batch=self.id)
+                    ops.append(storage.tasks.enqueue_op(queue, [entry(*items[p], batch=self.id)
                                                           for p in chunk]))  # fmt: skip
                     chunks.append((queue, chunk))
             if storage.is_cluster:
                 created, replies = storage.call(*create), storage.execute(ops)
             else:
-                created, *replies = storage.execute_atomic([create, *ops])
+                created, *replies = storage.batches.execute_atomic([create, *ops])
             self.total = int(created[1])
             refused: list[str] = []
             for (queue, chunk), reply in zip(chunks, replies, strict=True):
                 for n in range(len(chunk)):
                     rid, outcome = str(reply[2 * n]), str(reply[2 * n + 1])
                     if outcome == "full":  # never written: it ends now, failed
-                        storage.batch_end(self.id, f"{queue}:{rid}", "failed", 0)
+                        storage.batches.batch_end(self.id, f"{queue}:{rid}", "failed", 0)
                         refused.append(rid)
                         continue
                     self.handles.append(TaskHandle(rid, queue, self.connection, outcome, self.app))
@@ -214,7 +214,7 @@ class Batch:
         A blocking read on the event the completing script pushes: no polling. The
         callbacks due are enqueued by then."""
         event = "success" if success else "complete"
-        if not self.storage.wait_batch(self.id, event, timeout):
+        if not self.storage.batches.wait_batch(self.id, event, timeout):
             raise ResultTimeout(f"batch {self.id} did not {event} within {timeout} s")
         # the callbacks due are enqueued before this returns (once-guarded: whoever relays
         # first sends them), so that callback(kind).get() finds them
@@ -250,12 +250,12 @@ def _parent_batch(storage: Storage) -> str:
     if where is None:
         return ""
     run_storage, queue, task_id = where
-    return run_storage.task_batch(queue, task_id)
+    return run_storage.batches.task_batch(queue, task_id)
 
 
 def batch_status(storage: Storage, batch_id: str) -> BatchStatus:
-    """See :meth:`Storage.batch_status` (:class:`NotFound` for an unknown batch)."""
-    return storage.batch_status(batch_id)
+    """See :meth:`Batches.batch_status` (:class:`NotFound` for an unknown batch)."""
+    return storage.batches.batch_status(batch_id)
 
 
 # -- the relay --------------------------------------------------------------------------------
@@ -266,8 +266,8 @@ def relay(
     the callbacks (and children's ends) that became due. Safe to run anywhere, any number
     of times at once: each end is applied once (by fence), each callback sent once (by its
     once-key). Returns how many ends were applied or replayed."""
-    busy, sends = storage.outboxes_waiting(list(queues))
-    n = sum(storage.relay_queue(q) for q in busy)
+    busy, sends = storage.batches.outboxes_waiting(list(queues))
+    n = sum(storage.batches.relay_queue(q) for q in busy)
     if n or sends:
         send_callbacks(storage, app_or_default(app))
     return n
@@ -280,20 +280,20 @@ def send_callbacks(storage: Storage, app: App, rounds: int = 20) -> int:
     full queue refused stays, for the next relay)."""
     sent = 0
     for _ in range(rounds):
-        entries = storage.batch_sends()
+        entries = storage.batches.batch_sends()
         if not entries:
             break
         for text in entries:
             parts = text.split("\t")
             if parts[0] == "up" and len(parts) == 5:
-                storage.batch_end(parts[1], parts[2], parts[3], parts[4], send_entry=text)
+                storage.batches.batch_end(parts[1], parts[2], parts[3], parts[4], send_entry=text)
                 continue
             if parts[0] == "cb" and len(parts) == 3:
                 got = _send_callback(storage, app, parts[1], parts[2])
                 if got < 0:  # its queue is full: the entry stays, sent again next time
                     continue
                 sent += got
-            storage.batch_sent(text)
+            storage.batches.batch_sent(text)
     return sent
 
 
@@ -303,7 +303,7 @@ def callback_id(batch_id: str, kind: str) -> str:
 
 
 def _send_callback(storage: Storage, app: App, batch_id: str, kind: str) -> int:
-    rec = storage.batch_record(batch_id)
+    rec = storage.batches.batch_record(batch_id)
     data = json.loads(rec.get("callbacks") or "{}").get(kind) if rec else None
     if rec is None or not data:
         return 0
@@ -314,17 +314,17 @@ def _send_callback(storage: Storage, app: App, batch_id: str, kind: str) -> int:
     call = call.with_options(id=cid)
     queue = placed(app, call, cid, storage)
     ttl_ms = int(rec.get("ttl") or DEFAULT_BATCH_TTL * 1000)
-    reply = storage.call(*storage.enqueue_op(queue, [entry(call, cid)], once=(cid, ttl_ms)))
+    reply = storage.call(*storage.tasks.enqueue_op(queue, [entry(call, cid)], once=(cid, ttl_ms)))
     return {"once": 0, "full": -1}.get(str(reply[1]), 1)
 
 
 def ordered_results(storage: Storage, batch_id: str) -> list[Any]:
     """The members' results in enqueue order (None for a member without one)."""
-    results = storage.batch_results(batch_id)
+    results = storage.batches.batch_results(batch_id)
     out: list[Any] = []
     offset = 0
     while True:
-        page = storage.batch_page(batch_id, offset, STATUS_CHUNK)
+        page = storage.batches.batch_page(batch_id, offset, STATUS_CHUNK)
         if not page:
             return out
         offset += len(page)

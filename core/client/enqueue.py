@@ -48,7 +48,7 @@ def entry(
     batch: str = "",
     check: bool = True,
 ) -> EnqueueArgs:
-    """What ``Storage.enqueue_op`` needs of a call: a plain tuple in ``EnqueueEntry``'s
+    """What ``Tasks.enqueue_op`` needs of a call: a plain tuple in ``EnqueueEntry``'s
     order (a transaction makes one per task; a named tuple cost more); ``batch``: the
     batch the task is a member of; ``check=False``: its payload size was checked already."""
     name, tick = cron or ("", 0)
@@ -77,9 +77,9 @@ def placed(app: App, call: TaskCall, task_id: str, storage: Storage) -> str:
     to (every shard registered at the first enqueue, see docs/scaling.md)."""
     shards = call.shards or app.registry.shards(call.queue)
     if shards == 1:
-        storage.register_queue(call.queue)
+        storage.queues.register_queue(call.queue)
         return call.queue
-    storage.register_shards(call.queue, shards)
+    storage.queues.register_shards(call.queue, shards)
     return shard_for(call.queue, task_id, shards)
 
 
@@ -102,7 +102,7 @@ def send(
     storage = app.connections.get(call.connection)
     try:
         queue = placed(app, call, task_id, storage)
-        op = storage.enqueue_op(queue, [entry(call, task_id, cron, check=False)])
+        op = storage.tasks.enqueue_op(queue, [entry(call, task_id, cron, check=False)])
         replicas = app.replicas if call.replicas is None else call.replicas
         confirmed = replicas
         # concurrent callers of a process of many threads share round trips (see COALESCE)
@@ -120,9 +120,9 @@ def send(
         returned_id, outcome = write()
         if outcome == "full":  # raise QueueFull, or wait for room and send again
             # a cron tick that finds its queue full is not fired: it never waits
-            wait = RoomWait(queue, storage.queue_limits(queue), can_block=cron is None)
+            wait = RoomWait(queue, storage.queues.queue_limits(queue), can_block=cron is None)
             while outcome == "full":
-                storage.wait_room(queue, wait.next_wait())
+                storage.waits.wait_room(queue, wait.next_wait())
                 returned_id, outcome = write()
     except (RedisError, ConnectionFailed) as exc:  # faults(), inline on the hot path
         reraise(exc, storage)
@@ -201,11 +201,11 @@ def send_many(items: Sequence[tuple[TaskCall, str]]) -> list[TaskHandle]:
             if not full:
                 continue
             with faults(storage):
-                wait = RoomWait(queue, storage.queue_limits(queue))
+                wait = RoomWait(queue, storage.queues.queue_limits(queue))
             while full:
                 try:
                     with faults(storage):
-                        storage.wait_room(queue, wait.next_wait())
+                        storage.waits.wait_room(queue, wait.next_wait())
                 except QueueFull as exc:
                     exc.refused = [items[p][1] for p in full]
                     refused.append(exc)
@@ -255,7 +255,7 @@ def _write(
     for queue, positions in by_queue.items():
         for start in range(0, len(positions), CHUNK):
             chunk = positions[start : start + CHUNK]
-            ops.append(storage.enqueue_op(queue, [entry(*items[p]) for p in chunk]))
+            ops.append(storage.tasks.enqueue_op(queue, [entry(*items[p]) for p in chunk]))
             chunks.append(chunk)
     calls = [items[p][0] for chunk in chunks for p in chunk]
     replicas = replicas_for(apps[chunks[0][0]], calls) if calls else 0
@@ -305,10 +305,10 @@ async def _awrite(
 ) -> tuple[str, str, str, int, int]:
     """``asend``'s Redis part: (id, outcome, queue, replicas confirmed, replicas asked)."""
     shards = call.shards or app.registry.shards(call.queue)
-    await storage.register_queue(call.queue, shards)
+    await storage.queues.register_queue(call.queue, shards)
     task_id = call.resolve_id()
     queue = shard_for(call.queue, task_id, shards)
-    op = storage.ops.enqueue_op(queue, [entry(call, task_id)])
+    op = storage.ops.tasks.enqueue_op(queue, [entry(call, task_id)])
     replicas = replicas_for(app, [call])
     confirmed = replicas
     shared = acoalescer(storage) if COALESCE else None
@@ -323,5 +323,5 @@ async def _awrite(
             returned_id, outcome = await storage.call(*op)
         if outcome != "full":
             return str(returned_id), str(outcome), queue, confirmed, replicas
-        wait = wait or RoomWait(queue, await storage.queue_limits(queue))
-        await storage.wait_room(queue, wait.next_wait())  # QueueFull when it must not wait
+        wait = wait or RoomWait(queue, await storage.queues.queue_limits(queue))
+        await storage.waits.wait_room(queue, wait.next_wait())  # QueueFull when it must not wait

@@ -40,7 +40,7 @@ class TaskHandle(Generic[R]):
         return app_or_default(self.app).connections.get(self.connection)
 
     def record(self) -> TaskRecord | None:
-        return self.storage.record(self.queue, self.id)
+        return self.storage.tasks.record(self.queue, self.id)
 
     @property
     def state(self) -> TaskState:
@@ -59,7 +59,7 @@ class TaskHandle(Generic[R]):
         delayed and is gone now (its record too); False when it is running (kill it from the
         console or the ``ztq`` command), finished, or unknown. Atomic: a worker cannot lease
         it meanwhile."""
-        deleted, _ = self.storage.remove(self.queue, [self.id], cancel=True)
+        deleted, _ = self.storage.tasks.remove(self.queue, [self.id], cancel=True)
         return deleted == 1
 
     def ready(self) -> bool:
@@ -77,14 +77,14 @@ class TaskHandle(Generic[R]):
         finished run is written: no polling, no cost to the workers.
         """
         storage, wait = self.storage, Wait(self, timeout)
-        after = storage.history_tail(self.queue)  # before the record: no lost wake-up
+        after = storage.waits.history_tail(self.queue)  # before the record: no lost wake-up
         while True:
-            rec = storage.record(self.queue, self.id)
-            last = None if rec is not None else storage.finished_lately(self.queue, self.id)
+            rec = storage.tasks.record(self.queue, self.id)
+            last = None if rec is not None else storage.waits.finished_lately(self.queue, self.id)
             if wait.settled(rec, last):
                 return wait.value  # type: ignore[no-any-return]
             while not wait.finished:
-                entries = storage.wait_history(self.queue, after, wait.left())
+                entries = storage.waits.wait_history(self.queue, after, wait.left())
                 if not entries:
                     break  # look at the record again now and then (a trimmed stream)
                 after = wait.saw(entries)
@@ -179,10 +179,10 @@ def ping(
             )
         return state
     storage = app_or_default(app).connections.get(connection)
-    rec = storage.record(queue, task) if queue else None  # one round trip when it is there
+    rec = storage.tasks.record(queue, task) if queue else None  # one round trip when it is there
     if rec is None:  # elsewhere: in another shard of ``queue``, or in any queue
-        queue = storage.locate(task, storage.shards_of(queue) if queue else None)
-        rec = storage.record(queue, task) if queue else None
+        queue = storage.tasks.locate(task, storage.queues.shards_of(queue) if queue else None)
+        rec = storage.tasks.record(queue, task) if queue else None
     return TaskState.NONE.value if rec is None else rec.state.value
 
 
@@ -193,10 +193,10 @@ async def aping(
     task_id = getattr(task, "id", task)
     queue = queue or getattr(task, "queue", None)
     storage = await astorage(app, connection)
-    queue = queue or await storage.locate(task_id)
+    queue = queue or await storage.tasks.locate(task_id)
     if queue is None:
         return TaskState.NONE.value
-    rec = await storage.record(queue, task_id)
+    rec = await storage.tasks.record(queue, task_id)
     return TaskState.NONE.value if rec is None else rec.state.value
 
 
@@ -205,14 +205,18 @@ async def await_result(handle: TaskHandle[Any], timeout: float | None = None) ->
     awaiting coroutine (XREAD BLOCK on its own connection)."""
     storage = await astorage(app_or_default(handle.app), handle.connection)
     wait = Wait(handle, timeout)
-    after = await storage.history_tail(handle.queue)
+    after = await storage.waits.history_tail(handle.queue)
     while True:
-        rec = await storage.record(handle.queue, handle.id)
-        last = None if rec is not None else await storage.finished_lately(handle.queue, handle.id)
+        rec = await storage.tasks.record(handle.queue, handle.id)
+        last = (
+            None
+            if rec is not None
+            else await storage.waits.finished_lately(handle.queue, handle.id)
+        )
         if wait.settled(rec, last):
             return wait.value
         while not wait.finished:
-            entries = await storage.wait_history(handle.queue, after, wait.left())
+            entries = await storage.waits.wait_history(handle.queue, after, wait.left())
             if not entries:
                 break
             after = wait.saw(entries)

@@ -1,9 +1,10 @@
-"""The transport under :class:`~ztq.core.engine.storage.Storage`: the redis-py client, script
-calls, pipelines, connection errors and failovers, and the state one ``Storage`` keeps.
+"""The transport under :class:`~ztq.core.engine.storage.Storage`: the redis-py client, its
+key names, script calls, round trips of several operations, connection errors and failovers.
 
-Separate from what the other mixins do with Redis (task moves, queue administration, reads,
-blocking waits) because every one of them goes through it: how a call reaches Redis and
-what happens when it cannot is decided here once, and nowhere else.
+Separate from what the parts of ``Storage`` do with Redis (``ztq.core.engine.parts``: tasks,
+leases, queues, ...) because every one of them goes through it, each holding a reference to
+the one transport of its storage: how a call reaches Redis and what happens when it cannot
+is decided here once, and nowhere else.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -23,7 +23,6 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from ztq.core.engine.fault_kinds import unreachable
 from ztq.core.engine.keys import Keys
 from ztq.core.engine.scripts import SCRIPTS, Op
-from ztq.core.engine.waits import MultiWait
 from ztq.core.engine.wire.framing import HELD, TailedKeys
 from ztq.core.errors import ConnectionFailed
 from ztq.core.settings.redis_urls import safe_url
@@ -48,7 +47,7 @@ REQUEST_IDS = RequestIds()
 
 
 class Transport:
-    """The client and the calls through it; the base of every ``Storage`` mixin."""
+    """The client and the calls through it: what every part of a ``Storage`` goes through."""
 
     def __init__(
         self,
@@ -66,11 +65,6 @@ class Transport:
         self.is_cluster = isinstance(client, redis.RedisCluster)
         # fakeredis (a memory:// URL, or a client passed in): no MEMORY USAGE, no CLIENT
         self.in_memory = type(client).__module__.startswith("fakeredis")
-        self._known_queues: set[str] = set()
-        self._key_lists: dict[tuple[str, str], list[str]] = {}  # hot paths: once per queue
-        self._request_heads: dict[str, str] = {}  # a queue's request key but the id
-        self._multi_waits: dict[tuple[int, tuple[str, ...]], MultiWait] = {}  # Cluster only
-        self._multi_lock = threading.Lock()
         # the combiner of concurrent one-by-one enqueues on this connection, made on first
         # use by ztq.core.client.coalesce (the engine only keeps its slot)
         self.coalescer: Any = None
@@ -118,7 +112,7 @@ class Transport:
         the first time). Other ops (a once-guard, another script) go as they are.
 
         Here, beside how calls are sent, as the other half of what a resent call needs (the
-        request ids); the ops are ``TaskMoves.enqueue_op``'s: 9 arguments a task, then the
+        request ids); the ops are ``Tasks.enqueue_op``'s: 9 arguments a task, then the
         request window. Returns the ops to send and, for each, the (position in ``ops``,
         tasks) it answers in order; tasks is -1 for an op sent as it was (its whole reply is
         its caller's)."""
@@ -247,11 +241,7 @@ class Transport:
             return bool(self.client.ping())
 
     def close(self) -> None:
-        """Stop the Cluster wake watchers and close the client's connections."""
-        with self._multi_lock:
-            waits, self._multi_waits = list(self._multi_waits.values()), {}
-        for w in waits:
-            w.close()
+        """Close the client's connections."""
         if self.client is not None:
             pool = getattr(self.client, "connection_pool", None)
             if pool is not None:

@@ -13,6 +13,10 @@ long as their owner waits (the owner's deadline is their BLPOP timeout); one tha
 token after its owner stopped waiting (another list woke it first) pushes the token back,
 so the hint still reaches someone else. Watchers end when their owner thread has ended or
 the storage is closed.
+
+Beside them, what every blocking read shares: its bound (:data:`MAX_BLOCK`) and the helpers
+that read the history stream's replies, for the sync part (``parts.waits``) and the asyncio
+twin (:mod:`ztq.core.engine.aio.transport`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any
 import redis
 from redis.exceptions import RedisError, ResponseError
 
+MAX_BLOCK = 8.0  # seconds: blocking reads stay below the client's socket timeout (10 s)
 IDLE_CHECK = 5.0  # seconds between two looks at the owner while it does not wait
 
 
@@ -124,3 +129,21 @@ class MultiWait:
                 continue  # Redis away: the owner's own timeout covers it
             if got is not None:
                 self._deliver(key)
+
+
+# -- replies of the history stream, shared with the asyncio twin (ztq.core.engine.aio) -----
+def block_ms(timeout: float) -> int:
+    """A blocking read's timeout in ms, kept below the client's socket timeout."""
+    return int(min(max(timeout, 0.001), MAX_BLOCK) * 1000)
+
+
+def tail_id(reply: Sequence[Any]) -> str:
+    return str(reply[0][0]) if reply else "0-0"
+
+
+def latest_status(entries: Sequence[Any], task_id: str) -> str | None:
+    return next((str(f.get("status")) for _, f in entries if f.get("id") == task_id), None)
+
+
+def read_entries(reply: Any) -> list[tuple[str, dict[str, str]]]:
+    return [(str(i), dict(f)) for _, entries in reply or [] for i, f in entries]

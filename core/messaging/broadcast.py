@@ -104,7 +104,7 @@ def send_broadcast(call: TaskCall) -> BroadcastHandle:
     one: broadcasts do not use shards); one script call."""
     app = app_or_default(call.app)
     storage = app.connections.get(call.connection)
-    storage.register_queue(call.queue)
+    storage.queues.register_queue(call.queue)
     bid = uuid.uuid4().hex
     k = storage.keys
     keys = [k.broadcasts(call.queue), k.listeners(call.queue), k.broadcast(call.queue, bid)]

@@ -63,13 +63,18 @@ def summary(batch_id: str, rec: dict[str, str]) -> dict[str, Any]:
 def batch_list(storage: Storage, offset: int = 0, limit: int = PAGE) -> dict[str, Any]:
     """The newest batches first, a page; a batch whose record expired meanwhile is left out
     of the page (its index entry goes with the next trim)."""
-    ids = storage.list_batches(offset, limit)
+    ids = storage.batches.list_batches(offset, limit)
     rows = []
     for batch_id, _ in ids:
-        rec = storage.batch_record(batch_id)
+        rec = storage.batches.batch_record(batch_id)
         if rec is not None:
             rows.append(summary(batch_id, rec))
-    return {"batches": rows, "total": storage.count_batches(), "offset": offset, "limit": limit}
+    return {
+        "batches": rows,
+        "total": storage.batches.count_batches(),
+        "offset": offset,
+        "limit": limit,
+    }
 
 
 def batch_page(storage: Storage, batch_id: str, offset: int = 0, limit: int = PAGE) -> dict:
@@ -78,16 +83,16 @@ def batch_page(storage: Storage, batch_id: str, offset: int = 0, limit: int = PA
     an unknown or expired batch."""
     if not _ids_ok(batch_id):
         raise NotFound(f"no batch {batch_id!r}")
-    status = storage.batch_status(batch_id)
-    rec = storage.batch_record(batch_id) or {}
-    page = storage.batch_page(batch_id, offset, limit)
+    status = storage.batches.batch_status(batch_id)
+    rec = storage.batches.batch_record(batch_id) or {}
+    page = storage.batches.batch_page(batch_id, offset, limit)
     by_queue: dict[str, list[int]] = {}
     members: list[dict[str, Any]] = []
     for n, (member, ended) in enumerate(page):
         outcome, _, fence = ended.partition("\t")
         row: dict[str, Any] = {"member": member, "ended": outcome, "fence": fence, "state": ""}
         if member.startswith("@"):
-            child = storage.batch_record(member[1:])
+            child = storage.batches.batch_record(member[1:])
             row |= {"queue": "", "id": member[1:], "child": True,
                     "state": summary(member[1:], child)["state"] if child else "none"}  # fmt: skip
         else:
@@ -96,7 +101,7 @@ def batch_page(storage: Storage, batch_id: str, offset: int = 0, limit: int = PA
             by_queue.setdefault(queue, []).append(n)
         members.append(row)
     for queue, positions in by_queue.items():
-        states = storage.task_states(queue, [members[p]["id"] for p in positions])
+        states = storage.batches.task_states(queue, [members[p]["id"] for p in positions])
         for p, state in zip(positions, states, strict=True):
             members[p]["state"] = state
     head = summary(batch_id, rec) if rec else {}
@@ -111,10 +116,10 @@ def redo_failed(
     list), chunk by chunk through ``redo.lua``; their later acks make them done in the
     batch, and ``on_success`` runs when the last one is. Returns how many went back;
     ``note(queue, n)`` hears of each chunk (the caller's audit)."""
-    if not _ids_ok(batch_id) or storage.batch_record(batch_id) is None:
+    if not _ids_ok(batch_id) or storage.batches.batch_record(batch_id) is None:
         raise NotFound(f"no batch {batch_id!r}")
     moved = offset = 0
-    while page := storage.batch_page(batch_id, offset, REDO_CHUNK):
+    while page := storage.batches.batch_page(batch_id, offset, REDO_CHUNK):
         offset += len(page)
         by_queue: dict[str, list[str]] = {}
         for member, ended in page:
@@ -122,7 +127,7 @@ def redo_failed(
                 queue, _, task_id = member.partition(":")
                 by_queue.setdefault(queue, []).append(task_id)
         for queue, ids in by_queue.items():
-            n = storage.redo_errors(queue, f"batch-{batch_id}", ids)
+            n = storage.errors.redo_errors(queue, f"batch-{batch_id}", ids)
             moved += n
             if note is not None and n:
                 note(queue, n)

@@ -201,7 +201,7 @@ def step(
             break
         q = queues[job.qi]
         strict = job.action == "delete" and bool(job.batch) and not job.forgood
-        room = storage.trash_room(q, job.batch) if strict else wanted
+        room = storage.errors.trash_room(q, job.batch) if strict else wanted
         if room <= 0:  # this queue's trash is full: what is left of it stays
             job.full, job.qi, job.offset = True, job.qi + 1, 0
             continue
@@ -211,13 +211,13 @@ def step(
             ids = [r.id for r in rows if r.record is not None and match(r.record)]
             ids = ids[: min(wanted, room)]
             if job.action == "redo":
-                n = storage.redo_errors(q, job.batch, ids) if job.batch else \
-                    storage.requeue(q, "error", ids)  # fmt: skip
+                n = storage.errors.redo_errors(q, job.batch, ids) if job.batch else \
+                    storage.tasks.requeue(q, "error", ids)  # fmt: skip
             elif job.batch:
-                n, _, kept = storage.trash_errors(q, job.batch, ids, keep_only=strict)
+                n, _, kept = storage.errors.trash_errors(q, job.batch, ids, keep_only=strict)
                 job.kept += kept
             else:
-                n = storage.remove(q, ids)[0]
+                n = storage.tasks.remove(q, ids)[0]
             job.done += n
             job.scanned += len(rows)
             job.offset += len(rows) - n
@@ -225,19 +225,21 @@ def step(
         elif job.source == "errors" and job.action == "redo":
             batch = min(batch, wanted)
             if job.batch:
-                taken = storage.redo_errors(q, job.batch, oldest=batch)
+                taken = storage.errors.redo_errors(q, job.batch, oldest=batch)
             else:
-                taken = storage.requeue(q, "error", oldest=batch)
+                taken = storage.tasks.requeue(q, "error", oldest=batch)
             job.done += taken
             job.scanned += taken
         elif job.source == "errors" and job.batch:
             batch = min(batch, wanted, room)
-            n, taken, kept = storage.trash_errors(q, job.batch, oldest=batch, keep_only=strict)
+            n, taken, kept = storage.errors.trash_errors(
+                q, job.batch, oldest=batch, keep_only=strict
+            )
             job.done += n
             job.kept += kept
             job.scanned += taken
         else:
-            n, taken = storage.remove(q, purge=job.source, limit=batch)
+            n, taken = storage.tasks.remove(q, purge=job.source, limit=batch)
             job.done += n
             job.scanned += taken
         if taken == 0:  # this queue is done: the next one, without counting it as a batch
@@ -283,7 +285,7 @@ class Scope:
 
 def scope(storage: Storage, job: BulkJob, queues: Sequence[str], budget: int = 500) -> Scope:
     """How many tasks ``job`` will act on: exact without a filter and for a group or a kind
-    (the exact counters, ``Storage.error_counts``); with a task or text filter, the matches
+    (the exact counters, ``Errors.error_counts``); with a task or text filter, the matches
     among the newest ``budget`` errors (a bounded read; the job is then bounded by the
     errors present, and a delete by the trash's room unless confirmed for good)."""
     stats = monitor.queue_stats(storage, queues, minutes=0)
@@ -297,7 +299,7 @@ def scope(storage: Storage, job: BulkJob, queues: Sequence[str], budget: int = 5
         return Scope(total, total, total, list(queues), per_queue=per)
     if not (job.task or job.text) and bool(job.group) != bool(job.kind):
         counted, example, newest = {}, "", -1
-        for q, c in storage.error_counts(queues).items():
+        for q, c in storage.errors.error_counts(queues).items():
             got = c.kinds.get(job.kind) if job.kind else c.groups.get(job.group)
             if got is not None:
                 counted[q] = got.count
@@ -320,7 +322,7 @@ def scope(storage: Storage, job: BulkJob, queues: Sequence[str], budget: int = 5
 def follow(storage: Storage, queues: Sequence[str], batch: str, limit: int = 1000) -> list[Row]:
     """The tasks a redo batch put back, with their records as they are now (the console's
     "after a redo" page): a row whose record is gone ended and expired, or was deleted."""
-    noted = storage.followed(queues, batch, limit)
+    noted = storage.errors.followed(queues, batch, limit)
     recs = monitor.fetch_records(storage, [(q, i) for q, i, _ in noted])
     return [Row(q, i, rec, score=at) for (q, i, at), rec in zip(noted, recs, strict=True)]
 
@@ -349,10 +351,10 @@ def trash(storage: Storage, queues: Sequence[str], batch: str = "", limit: int =
     ``readable`` False: its tasks are shown, it cannot be restored from the page."""
     out: list[dict[str, Any]] = []
     for q in queues:
-        for b, expires, count in storage.trash_batches(q):
+        for b, expires, count in storage.errors.trash_batches(q):
             if batch and b != batch:
                 continue
-            found = storage.trash_entries(q, b, limit) if limit > 0 else []
+            found = storage.errors.trash_entries(q, b, limit) if limit > 0 else []
             rows = [Row(q, i, TaskRecord.from_raw(q, i, raw), score=at) for i, at, raw in found]
             rows.sort(key=lambda r: -(r.score or 0))
             out.append({"queue": q, "batch": b, "deleted": batch_time(b), "expires": expires,
@@ -391,7 +393,7 @@ def trash_search(
     for q in sorted(queues):
         if at and q < at[1]:
             continue
-        listed = [b for b, _, _ in storage.trash_batches(q)]  # newest first
+        listed = [b for b, _, _ in storage.errors.trash_batches(q)]  # newest first
         if at and q == at[1] and at[2] in listed:  # resume where the cursor's delete stands
             listed = listed[listed.index(at[2]) :]
         elif at and q == at[1]:  # that delete is gone (restored, expired): the older ones
@@ -405,7 +407,9 @@ def trash_search(
             while True:
                 if len(rows) >= limit or scanned >= budget:
                     return Page(rows, f"{q}:{b}:{scan}:{skip}", scanned, len(rows) < limit)
-                nxt, entries = storage.trash_scan(q, b, scan, limit if match is None else 200)
+                nxt, entries = storage.errors.trash_scan(
+                    q, b, scan, limit if match is None else 200
+                )
                 for n, (i, when, raw) in enumerate(entries[skip:], start=skip):
                     scanned += 1
                     if match is not None and not match.may_match(i, raw):

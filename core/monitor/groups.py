@@ -200,7 +200,7 @@ def counted_groups(storage: Storage, queues: Sequence[str], by: str = "group") -
     queue (shards folded), per top frame, the newest message and task; the biggest first.
     ``trace`` is left to the caller (one record read per group shown)."""
     out: dict[str, ErrorGroup] = {}
-    for q, c in storage.error_counts(queues).items():
+    for q, c in storage.errors.error_counts(queues).items():
         name = split_shard(q)[0]
         for key, got in (c.kinds if by == "kind" else c.groups).items():
             info = got.info

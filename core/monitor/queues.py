@@ -136,9 +136,9 @@ def folded_stats(
 ) -> list[QueueStats]:
     """:func:`queue_stats` with each sharded queue as one queue, its shards folded in
     (``queues``: names of queues or of shards, each standing for its queue; default: all)."""
-    known = storage.queues()
+    known = storage.queues.names()
     names = [split_shard(q)[0] for q in (known if queues is None else queues)]
-    groups = {q: storage.shards_of(q, known) for q in dict.fromkeys(names)}
+    groups = {q: storage.queues.shards_of(q, known) for q in dict.fromkeys(names)}
     stats = queue_stats(storage, [s for g in groups.values() for s in g], minutes=minutes, now=now)
     by_name = {s.name: s for s in stats}
     return [fold(q, [by_name[s] for s in shards]) for q, shards in groups.items()]
@@ -154,7 +154,7 @@ def queue_stats(
 ) -> list[QueueStats]:
     """Counts, head age, error times, per-minute throughput and the waiting and run times of
     the last ``minutes`` of each queue (2 round trips)."""
-    names = list(storage.queues() if queues is None else queues)
+    names = list(storage.queues.names() if queues is None else queues)
     this_minute = int((now or time.time()) // 60)
     span = list(range(this_minute - minutes + 1, this_minute + 1))
     out: list[QueueStats] = []
@@ -353,5 +353,5 @@ def run_first(storage: Storage, queue: str, ids: Sequence[str]) -> int:
     ]
     if not entries:
         return 0
-    reply = storage.call(*storage.enqueue_op(queue, entries))
+    reply = storage.call(*storage.tasks.enqueue_op(queue, entries))
     return sum(1 for outcome in reply[1::2] if outcome == "moved")

@@ -14,7 +14,7 @@ from ztq.core.monitor.pages import Match, Page, Row, ZCursor, fetch_records
 
 def find_task(storage: Storage, task_id: str, queue: str | None = None) -> list[TaskRecord]:
     """Records with this id, in ``queue`` (each of its shards) or in every known queue."""
-    queues = storage.shards_of(queue) if queue else storage.queues()
+    queues = storage.queues.shards_of(queue) if queue else storage.queues.names()
     recs = fetch_records(storage, [(q, task_id) for q in queues])
     return [r for r in recs if r is not None]
 
@@ -67,7 +67,7 @@ def search(
     order, so "newest" is of the records scanned: the page says how many it scanned and
     matched.
     """
-    queues = storage.queues()
+    queues = storage.queues.names()
     at = ZCursor.parse(cursor)  # the shape of a ZCursor: two numbers, read the same way
     qi, hc = (at.score, at.skip) if at else (0, 0)
     found: list[tuple[float, int, Row]] = []  # a heap of the newest KEEP matches

@@ -156,8 +156,8 @@ def day_slots(
 def totals(storage: Storage, queues: Iterable[str]) -> dict[str, Slot]:
     """Every queue's runs since it began (for /metrics; two round trips), the shards of a
     sharded queue added up under its name."""
-    known = storage.queues()
-    groups = {q: storage.shards_of(q, known) for q in queues}
+    known = storage.queues.names()
+    groups = {q: storage.queues.shards_of(q, known) for q in queues}
     keys = [storage.keys.totals(q) for shards in groups.values() for q in shards]
     raws = iter(stat_hashes(storage, keys))
     out: dict[str, Slot] = {}

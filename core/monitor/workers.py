@@ -129,11 +129,11 @@ def fleet(storage: Storage, lost_after: float = DEFAULT_LOST_AFTER, now: float =
 def forget_queue(storage: Storage, queue: str, lost_after: float = DEFAULT_LOST_AFTER) -> str:
     """Forget a queue that holds nothing and no live worker serves (a lost worker's threads
     do not count, as everywhere): "" when it is gone, else why not, in one line (see
-    ``Storage.forget_idle_queue``)."""
+    ``Queues.forget_idle_queue``)."""
     served = fleet(storage, lost_after).threads.get(queue, 0)
     if served:
         return f"{served} live worker thread(s) serve {queue} (see ztq workers)"
-    return storage.forget_idle_queue(queue)
+    return storage.queues.forget_idle_queue(queue)
 
 
 SERVING_READ = 25  # live workers of each status whose summaries `serving` reads

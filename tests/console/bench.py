@@ -48,7 +48,7 @@ def fill(
     k, client = storage.keys, storage.client
     now = int(time.time() * 1000)
     for q in queues:
-        storage.register_queue(q)
+        storage.queues.register_queue(q)
 
     def write(kind: str, total: int) -> None:
         for start in range(0, total, chunk):

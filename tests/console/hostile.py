@@ -127,12 +127,12 @@ def _payload(text: str) -> str:
 
 
 def _enqueue(storage: Storage, queue: str, tid: str, text: str, **kw: Any) -> None:
-    storage.register_queue(queue)
-    storage.call(*storage.enqueue_op(queue, [EnqueueEntry(tid, _payload(text), **kw)]))
+    storage.queues.register_queue(queue)
+    storage.call(*storage.tasks.enqueue_op(queue, [EnqueueEntry(tid, _payload(text), **kw)]))
 
 
 def _lease(storage: Storage, queue: str, worker: str, thread: str) -> Any:
-    [lease] = storage.fetch(queue, worker, thread, 600_000, 1)
+    [lease] = storage.leases.fetch(queue, worker, thread, 600_000, 1)
     return lease
 
 
@@ -140,7 +140,7 @@ def _fail(
     storage: Storage, queue: str, worker: str, lease: Any, text: str, error: str = "", **kw: Any
 ) -> None:
     error = error or f"HostileError: {text}"
-    storage.fail(queue, worker, lease.id, lease.token, text, error, traceback_of(text), **kw)
+    storage.leases.fail(queue, worker, lease.id, lease.token, text, error, traceback_of(text), **kw)
 
 
 def _retried(storage: Storage, queue: str, key: str, state: str, text: str) -> tuple[str, Any]:
@@ -148,7 +148,7 @@ def _retried(storage: Storage, queue: str, key: str, state: str, text: str) -> t
     wid = worker_id(key, text)
     _enqueue(storage, queue, task_id(state, key), text)
     _fail(storage, queue, wid, _lease(storage, queue, wid, text), text, retry_delay_ms=0)
-    storage.promote(queue)
+    storage.tasks.promote(queue)
     return wid, _lease(storage, queue, wid, text)
 
 
@@ -161,7 +161,7 @@ def plant_task(storage: Storage, queue: str, key: str, text: str, state: str) ->
     elif state == "done":
         wid, lease = _retried(storage, queue, key, state, text)
         result = json.dumps({"result": text, "list": [text]}, ensure_ascii=False)
-        storage.ack(queue, wid, [Finished(lease.id, lease.token, text, result)])
+        storage.leases.ack(queue, wid, [Finished(lease.id, lease.token, text, result)])
     elif state == "delayed":
         _enqueue(storage, queue, tid, text)
         lease = _lease(storage, queue, wid, text)
@@ -171,8 +171,8 @@ def plant_task(storage: Storage, queue: str, key: str, text: str, state: str) ->
         progress = json.dumps({"done": 1, "total": 3, "stage": text}, ensure_ascii=False)
         if key.startswith(("a", "s", "l")):  # some report progress that is not JSON
             progress = text
-        storage.set_run_info(queue, lease.id, lease.token, wid, "progress", progress)
-        storage.set_run_info(queue, lease.id, lease.token, wid, "comment", text)
+        storage.leases.set_run_info(queue, lease.id, lease.token, wid, "progress", progress)
+        storage.leases.set_run_info(queue, lease.id, lease.token, wid, "comment", text)
     else:
         _enqueue(storage, queue, tid, text, priority=("high", "normal", "low")[len(key) % 3])
     return tid

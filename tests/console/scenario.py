@@ -36,7 +36,7 @@ def work(
     """Lease what is ready in ``queue`` and finish it: ``fail(payload)`` -> an error message
     or (type, message) (the task fails), ``hold(payload)`` -> True (stays running).
     Returns the leased ids."""
-    leases = storage.fetch(queue, worker, thread, 60_000, limit)
+    leases = storage.leases.fetch(queue, worker, thread, 60_000, limit)
     finished = []
     for lease in leases:
         payload = decode_payload(lease.payload)
@@ -51,11 +51,11 @@ def work(
                 line=40 + len(function),
             )  # fmt: skip
             error = f"{kind}: {message}"
-            storage.fail(queue, worker, lease.id, lease.token, payload["task"], error, tb)
+            storage.leases.fail(queue, worker, lease.id, lease.token, payload["task"], error, tb)
         else:
             finished.append(Finished(lease.id, lease.token, payload["task"], json.dumps("ok")))
     if finished:
-        storage.ack(queue, worker, finished)
+        storage.leases.ack(queue, worker, finished)
     return [lease.id for lease in leases]
 
 
@@ -170,8 +170,8 @@ def populate(storage: Storage) -> dict[str, Any]:
     ids["errors"] = [h.id for h in errors]
     # running: leased by w1 and reporting progress
     running = t.sleepy.delay(30, "")
-    [lease] = storage.fetch("default", "app-1.4242", "default-0", 60_000, 1)
-    storage.set_run_info(
+    [lease] = storage.leases.fetch("default", "app-1.4242", "default-0", 60_000, 1)
+    storage.leases.set_run_info(
         "default", lease.id, lease.token, "app-1.4242", "progress", '{"done": 42, "total": 100}'
     )
     ids["running"] = running.id

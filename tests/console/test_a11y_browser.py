@@ -165,22 +165,22 @@ def a11y_pages(console: test_browser_phone.Console, store: Storage) -> list[tupl
         t.add.delay(1, 2)
     errors = console.ids["errors"]
     deleted = new_batch()
-    store.trash_errors("default", deleted, errors[-1:])
+    store.errors.trash_errors("default", deleted, errors[-1:])
     redo = new_batch()
-    store.redo_errors("default", redo, errors[-2:-1])
+    store.errors.redo_errors("default", redo, errors[-2:-1])
     confirm = "/bulk/confirm?action=delete&source=errors&queue=default"
     # a redo into a paused, rate-limited queue, one of it failed again (issue 36, point 3)
     held = new_batch()
     t.boom.enqueue(("held 1",), queue="held")
     t.boom.enqueue(("held 2",), queue="held")
     scenario.work(store, "held", fail=lambda p: p["args"][0])
-    store.redo_errors("held", held, oldest=2)
+    store.errors.redo_errors("held", held, oldest=2)
     scenario.work(store, "held", fail=lambda p: p["args"][0], limit=1)
-    store.pause("held")
-    store.configure("held", rate_limit="10/m")
+    store.queues.pause("held")
+    store.queues.configure("held", rate_limit="10/m")
     kind = "/errors/groups?by=kind"
     big = t.send.prepare(("ann@example.org", "x" * 5_000)).enqueue().id  # arguments cut
-    store.register_queue("idle")  # holds nothing: its page offers to forget it
+    store.queues.register_queue("idle")  # holds nothing: its page offers to forget it
     return [
         *test_browser_phone.every_page(console.ids),
         ("/trash", 200),
@@ -204,7 +204,7 @@ def a11y_pages(console: test_browser_phone.Console, store: Storage) -> list[tupl
 def group_of(store: Storage) -> str:
     """The key of an error group of ``held`` (its failed-again task's)."""
     [task_id] = store.client.zrange(store.keys.errors("held"), 0, 0)
-    rec = store.record("held", task_id)
+    rec = store.tasks.record("held", task_id)
     assert rec is not None
     return group_key(rec)
 

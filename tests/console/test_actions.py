@@ -41,11 +41,11 @@ def test_pause_and_resume_a_queue(operator: TestApp, store: Storage) -> None:
     t.add.delay(1, 1)
     r = post(operator, "/queues/default/state", {"action": "pause", "next": "/queues/default"})
     assert r.status_int == 303 and r.location.endswith("/queues/default")
-    assert store.is_paused("default")
+    assert store.queues.is_paused("default")
     assert "Paused default" in r.follow().text and "state-paused" in operator.get("/queues").text
-    assert store.fetch("default", "w", "t", 1000, 1) == []
+    assert store.leases.fetch("default", "w", "t", 1000, 1) == []
     post(operator, "/queues/default/state", {"action": "resume"})
-    assert not store.is_paused("default")
+    assert not store.queues.is_paused("default")
     assert [e["action"] for e in audit_log(store)] == ["resume queue", "pause queue"]
     assert audit_log(store)[0]["user"] == "ann"
     r = post(operator, "/queues/nope/state", {"action": "pause"}, expect_errors=True)
@@ -59,7 +59,7 @@ def test_redo_one_failed_task(operator: TestApp, store: Storage) -> None:
     assert r.location.endswith(f"/tasks/{task_id}")
     assert "Redo: 1 of 1 task." in r.follow().text
     assert ztq.ping(task_id) == "queued"
-    rec = store.record("default", task_id)
+    rec = store.tasks.record("default", task_id)
     assert rec is not None and rec.get("redone") == 1 and not rec.get("error")
     [entry] = audit_log(store)
     assert (entry["action"], entry["queue"], entry["ids"], entry["count"]) == (
@@ -86,11 +86,11 @@ def test_run_first_and_delete_pending_tasks(operator: TestApp, store: Storage) -
     for box in form.fields["task"]:
         box.checked = box._value in (f"default:{ids[3]}", f"default:{ids[4]}")
     form.submit("action", value="first")
-    order = [lease.id for lease in store.fetch("default", "w", "t", 60_000, 10)]
+    order = [lease.id for lease in store.leases.fetch("default", "w", "t", 60_000, 10)]
     assert order == [ids[3], ids[4], ids[0], ids[1], ids[2]]
     more = [t.add.delay(i, 9).id for i in range(3)]
     post(operator, "/tasks", [("action", "delete"), ("task", f"default:{more[1]}")])
-    assert [lease.id for lease in store.fetch("default", "w", "t", 60_000, 10)] == [
+    assert [lease.id for lease in store.leases.fetch("default", "w", "t", 60_000, 10)] == [
         more[0],
         more[2],
     ]
@@ -103,7 +103,7 @@ def test_delayed_run_now_and_delete(operator: TestApp, store: Storage) -> None:
     assert ztq.ping(a) == "queued" and ztq.ping(b) == "delayed"
     post(operator, "/tasks", {"action": "first", "task": f"default:{b}"})
     assert ztq.ping(b) == "queued"
-    assert [lease.id for lease in store.fetch("default", "w", "t", 60_000, 10)] == [b, a]
+    assert [lease.id for lease in store.leases.fetch("default", "w", "t", 60_000, 10)] == [b, a]
     c = t.add.enqueue((3, 0), delay=600).id
     post(operator, "/tasks", {"action": "delete", "task": f"default:{c}"})
     assert ztq.ping(c) == "none"
@@ -185,7 +185,7 @@ def test_a_purge_of_ready_states_and_takes_the_keyed_tasks(
     _, last = follow_bulk(operator, r)
     assert "Deleted 41 tasks." in last.follow().text
     assert all(ztq.ping(i) == "none" for i in ids)
-    assert store.pending_count(Q) == 0
+    assert store.queues.pending_count(Q) == 0
 
 
 def test_bulk_refuses_unknown_kinds_and_queues(operator: TestApp, store: Storage) -> None:
@@ -212,7 +212,7 @@ def test_a_redo_that_fails_again_does_not_loop(operator: TestApp, store: Storage
     assert "Redid 250 tasks." in r.follow().text
     ran += scenario.work(store, fail=lambda p: "again")
     assert sorted(ran) == sorted(ids)  # every task ran once more, none twice
-    assert [store.record("default", i).get("redone") for i in ids] == [1] * 250
+    assert [store.tasks.record("default", i).get("redone") for i in ids] == [1] * 250
     entries = [e for e in audit_log(store) if e["action"] == "bulk redo"]
     assert sum(int(e["count"]) for e in entries) == 250
 
@@ -265,7 +265,7 @@ def test_run_a_cron_entry_now(operator: TestApp, store: Storage) -> None:
     scenario.cron(store, "every-5", task="tests.sample_tasks.add", args=[2, 3])
     r = post(operator, "/cron/run", {"name": "every-5"}).follow()
     assert "Enqueued every-5 now" in r.text
-    [lease] = store.fetch("default", "w", "t", 60_000, 5)
+    [lease] = store.leases.fetch("default", "w", "t", 60_000, 5)
     assert decode_payload(lease.payload)["args"] == [2, 3]
     assert "run cron now" in [e["action"] for e in audit_log(store)]
     r = post(operator, "/cron/run", {"name": "nope"}).follow()

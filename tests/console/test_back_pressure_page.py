@@ -34,7 +34,7 @@ def test_an_operator_sets_changes_and_lifts_a_pending_limit(
     form = {"action": "pending", "max_pending": "3", "when_full": "buffer", "block_timeout": "30"}
     r = post(operator, f"/queues/{Q}/state", form)
     assert "press: at most 3 tasks waiting; more wait in the overflow buffer." in r.follow().text
-    assert store.queue_config(Q) == {"max_pending": 3, "when_full": "buffer"}
+    assert store.queues.queue_config(Q) == {"max_pending": 3, "when_full": "buffer"}
     fill(5)  # 3 ready, 3 buffered
     page = operator.get(f"/queues/{Q}")
     assert "at most 3 waiting" in page.text
@@ -48,19 +48,23 @@ def test_an_operator_sets_changes_and_lifts_a_pending_limit(
     form |= {"when_full": "block", "block_timeout": "12"}
     r = post(operator, f"/queues/{Q}/state", form)
     assert "producers wait up to 12 s for room" in r.follow().text
-    assert store.queue_config(Q) == {"max_pending": 3, "when_full": "block", "block_timeout": 12.0}
+    assert store.queues.queue_config(Q) == {
+        "max_pending": 3,
+        "when_full": "block",
+        "block_timeout": 12.0,
+    }
     for bad in ({"max_pending": "0"}, {"max_pending": "x"}, {"when_full": "drop"},
                 {"block_timeout": "0"}, {"block_timeout": "99999"}):  # fmt: skip
         r = post(operator, f"/queues/{Q}/state", form | bad)
         assert "Pending limit: 1-100000000 or empty" in r.follow().text
-        assert store.queue_config(Q)["max_pending"] == 3
+        assert store.queues.queue_config(Q)["max_pending"] == 3
     r = post(viewer, f"/queues/{Q}/state", form | {"max_pending": ""}, expect_errors=True)
-    assert r.status_int == 403 and store.queue_config(Q)["max_pending"] == 3
+    assert r.status_int == 403 and store.queues.queue_config(Q)["max_pending"] == 3
     assert 'name="max_pending"' not in viewer.get(f"/queues/{Q}").text
     r = post(operator, f"/queues/{Q}/state", form | {"max_pending": ""})
     assert "press: no pending limit." in r.follow().text
-    assert store.queue_config(Q) == {}
-    assert store.pending_count(Q) == 6 and store.client.llen(store.keys.overflow(Q)) == 0
+    assert store.queues.queue_config(Q) == {}
+    assert store.queues.pending_count(Q) == 6 and store.client.llen(store.keys.overflow(Q)) == 0
     audit = operator.get("/audit").text
     assert "max_pending=3 when_full=buffer" in audit and "max_pending=none" in audit
 
@@ -115,7 +119,7 @@ def test_the_pending_limit_form_in_chromium(
     page.click("button[name=action][value=pending]")
     flash = page.inner_text(".flashes")
     assert ("最多 2 个任务等待" if lang == "zh" else "at most 2 tasks waiting") in flash
-    assert store.queue_config(Q) == {"max_pending": 2, "when_full": "raise"}
+    assert store.queues.queue_config(Q) == {"max_pending": 2, "when_full": "raise"}
     page.goto(f"{url}/queues")
     badge = page.locator(f"tr:has(a[href='/queues/{Q}']) .state-full")
     assert badge.inner_text() == ("已满" if lang == "zh" else "full")

@@ -15,11 +15,11 @@ W = "w-console"
 
 
 def finish(storage: Storage, fail: set[str]) -> None:
-    for lease in storage.fetch("default", W, "t", 30_000, 100):
+    for lease in storage.leases.fetch("default", W, "t", 30_000, 100):
         if lease.id in fail:
-            storage.fail("default", W, lease.id, lease.token, "x", "ValueError: no", "")
+            storage.leases.fail("default", W, lease.id, lease.token, "x", "ValueError: no", "")
         else:
-            storage.ack("default", W, [Finished(lease.id, lease.token, "x", "")])
+            storage.leases.ack("default", W, [Finished(lease.id, lease.token, "x", "")])
     relay(storage, ["default"])
 
 

@@ -154,7 +154,7 @@ def test_operator_opens_every_page_and_redoes_a_failed_task(
     page.click("button[value=redo]")
     assert "Redo: 1 of 1 task." in page.inner_text(".flashes")
     assert page.inner_text("h1 .badge") == "queued"
-    store.resume("browser")  # another operator resumes the queue
+    store.queues.resume("browser")  # another operator resumes the queue
     # the page refreshes itself while the task is pending; the worker runs it to success
     # (an idle worker notices a resumed queue within its idle wait)
     page.wait_for_selector("h1 .state-done", timeout=60_000)

@@ -34,15 +34,15 @@ def fail(
     their arguments (and so their ids) new."""
     ids = [t.boom.prepare((f"{message} {tag}{line} {i}",)).with_options(queue=queue).enqueue().id
            for i in range(n)]  # fmt: skip
-    leases = store.fetch(queue, "w1", "x", 60_000, n)
+    leases = store.leases.fetch(queue, "w1", "x", 60_000, n)
     for lease in leases:
         tb = TB.format(line=line, message=message)
-        store.fail(queue, "w1", lease.id, lease.token, "boom", f"SMTPError: {message}", tb)
+        store.leases.fail(queue, "w1", lease.id, lease.token, "boom", f"SMTPError: {message}", tb)
     return ids
 
 
 def key(store: Storage, task_id: str, by: Any = group_key) -> str:
-    rec = store.record("default", task_id)
+    rec = store.tasks.record("default", task_id)
     assert rec is not None
     return str(by(rec))
 
@@ -114,7 +114,7 @@ def test_an_action_takes_no_more_than_it_confirmed_and_says_what_it_skipped(
     late: list[str] = []
 
     def meanwhile(ids: list[str]) -> None:
-        store.requeue("default", "error", ids[:7])  # redone meanwhile, elsewhere
+        store.tasks.requeue("default", "error", ids[:7])  # redone meanwhile, elsewhere
         late.extend(fail(store, 40, "down", tag="late"))  # the group fails more
 
     _, page = redo_confirmed(operator, store, 550, meanwhile)
@@ -129,7 +129,7 @@ def test_a_redo_short_of_its_confirmation_says_how_many_were_skipped_and_why(
     operator: TestApp, store: Storage
 ) -> None:
     _, page = redo_confirmed(
-        operator, store, 520, lambda ids: store.requeue("default", "error", ids[:12])
+        operator, store, 520, lambda ids: store.tasks.requeue("default", "error", ids[:12])
     )
     assert "Redid 508 of the 520 tasks confirmed." in page
     assert "12 skipped: they were redone, deleted or restored meanwhile." in page
@@ -138,9 +138,9 @@ def test_a_redo_short_of_its_confirmation_says_how_many_were_skipped_and_why(
 def test_a_delete_past_the_trash_says_what_goes_for_good_and_asks(
     operator: TestApp, store: Storage, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ztq.core.engine import queue_admin
+    from ztq.core.engine.parts import errors as error_part
 
-    monkeypatch.setattr(queue_admin, "TRASH_BATCH_MAX", 100)  # the trash of one delete
+    monkeypatch.setattr(error_part, "TRASH_BATCH_MAX", 100)  # the trash of one delete
     big = fail(store, 130, "down")
     g = key(store, big[0])
     url = f"/bulk/confirm?action=delete&source=errors&group={g}&next=/errors"
@@ -176,15 +176,19 @@ def test_the_whole_redo_is_followed_past_1000(operator: TestApp, store: Storage)
     last = follow_bulk(operator, confirm.forms["confirm"].submit())[1]
     follow_url = last.location
     # 40 fail again, 60 are done, the rest wait
-    leases = store.fetch("default", "w1", "x", 60_000, 100)
+    leases = store.leases.fetch("default", "w1", "x", 60_000, 100)
     assert len(leases) == 100
     again = set()
     for n, lease in enumerate(leases):
         if n < 40:
-            store.fail("default", "w1", lease.id, lease.token, "boom", "SMTPError: down", "tb")
+            store.leases.fail(
+                "default", "w1", lease.id, lease.token, "boom", "SMTPError: down", "tb"
+            )
             again.add(lease.id)
         else:
-            store.ack("default", "w1", [scenario.Finished(lease.id, lease.token, "boom", "1")])
+            store.leases.ack(
+                "default", "w1", [scenario.Finished(lease.id, lease.token, "boom", "1")]
+            )
     page = operator.get(follow_url).text
     plain = text(page)
     assert "1,100 tasks put back" in plain
@@ -209,8 +213,8 @@ def test_the_after_redo_page_says_a_pause_and_a_rate_limit(
     operator: TestApp, store: Storage
 ) -> None:
     fail(store, 30, "down")
-    store.pause("default")
-    store.configure("default", rate_limit="10/m")
+    store.queues.pause("default")
+    store.queues.configure("default", rate_limit="10/m")
     confirm = operator.get("/bulk/confirm?action=redo&source=errors&next=/errors")
     last = follow_bulk(operator, confirm.forms["confirm"].submit())[1]
     page = text(last.follow().text)
@@ -237,9 +241,9 @@ def test_one_exception_from_two_lines_is_one_kind(operator: TestApp, store: Stor
 def test_a_delete_over_queues_keeps_what_each_queue_s_trash_holds(
     operator: TestApp, store: Storage, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ztq.core.engine import queue_admin
+    from ztq.core.engine.parts import errors as error_part
 
-    monkeypatch.setattr(queue_admin, "TRASH_BATCH_MAX", 50)
+    monkeypatch.setattr(error_part, "TRASH_BATCH_MAX", 50)
     fail(store, 60, "down", queue="alpha")
     fail(store, 60, "down", queue="beta")
     confirm = operator.get("/bulk/confirm?action=delete&source=errors&next=/errors")

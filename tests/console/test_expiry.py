@@ -23,7 +23,7 @@ def expire(store: Storage, n: int) -> list[str]:
         meta, payload = split_record(str(store.client.hget(key, task_id)))
         meta["exp"] = 1  # long past
         store.client.hset(key, task_id, json.dumps(meta) + "\n" + payload)
-    assert store.fetch("default", "w", "t", 60_000, 10) == []
+    assert store.leases.fetch("default", "w", "t", 60_000, 10) == []
     return ids
 
 
@@ -47,9 +47,9 @@ def test_metrics_count_expired_tasks(operator: TestApp, store: Storage) -> None:
 def test_the_history_shows_and_filters_expired_runs(operator: TestApp, store: Storage) -> None:
     [task_id] = expire(store, 1)
     ran = t.add.delay(5, 5)
-    [lease] = store.fetch("default", "w", "t", 60_000, 1)
+    [lease] = store.leases.fetch("default", "w", "t", 60_000, 1)
     assert lease.id == ran.id
-    store.ack("default", "w", [Finished(ran.id, lease.token, t.add.name, "10")])
+    store.leases.ack("default", "w", [Finished(ran.id, lease.token, t.add.name, "10")])
     assert ran.id in operator.get("/history").text  # a run the filter must leave out
     page = operator.get("/history", {"status": "expired"})
     assert task_id in page.text and ran.id not in page.text
@@ -60,11 +60,11 @@ def test_a_console_redo_of_a_failed_task_clears_its_expiry(
     operator: TestApp, store: Storage
 ) -> None:
     h = t.boom.enqueue(("bad",), expires=600)
-    [lease] = store.fetch("default", "w", "t", 60_000, 1)
-    store.fail("default", "w", lease.id, lease.token, "x", "E: bad", "", retry_delay_ms=-1)
-    assert store.record("default", h.id).get("exp")
+    [lease] = store.leases.fetch("default", "w", "t", 60_000, 1)
+    store.leases.fail("default", "w", lease.id, lease.token, "x", "E: bad", "", retry_delay_ms=-1)
+    assert store.tasks.record("default", h.id).get("exp")
     post(operator, "/tasks", {"action": "redo", "task": f"default:{h.id}", "next": "/errors"})
-    assert ztq.ping(h) == "queued" and store.record("default", h.id).get("exp") is None
+    assert ztq.ping(h) == "queued" and store.tasks.record("default", h.id).get("exp") is None
 
 
 def test_an_expired_task_has_its_page_and_is_found_by_state(

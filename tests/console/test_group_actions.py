@@ -37,7 +37,7 @@ def run(app: TestApp, response: Any) -> Any:
 
 
 def key_of(store: Storage, queue: str, task_id: str) -> str:
-    rec = store.record(queue, task_id)
+    rec = store.tasks.record(queue, task_id)
     assert rec is not None
     return group_key(rec)
 

@@ -129,14 +129,14 @@ def test_the_incident_path_by_keyboard(
     assert all(i in page.inner_text("dl.scope") for i in ids["down"])
     kb.enter()  # the focused confirmation button
     assert "/trash?batch=" in page.url
-    assert all(store.record("mail", i) is None for i in ids["down"])
+    assert all(store.tasks.record("mail", i) is None for i in ids["down"])
     kb.shot("5-trash", lang)
     # 6. undo one
     kb.skip()
     kb.tab_to("restore", "table.grid tbody button")
     kb.enter()
     assert TEXT[lang]["restored"] in page.inner_text(".flashes")
-    assert sum(store.record("mail", i) is not None for i in ids["down"]) == 1
+    assert sum(store.tasks.record("mail", i) is not None for i in ids["down"]) == 1
     kb.shot("6-restored", lang)
 
     print(f"incident path ({lang}): {kb.tabs} Tabs, {kb.keys} other keys, steps {kb.steps}")

@@ -19,7 +19,7 @@ def test_the_busiest_keys_and_a_key_paused_by_an_operator(
         send_mail.delay("big", i)
     for key in [f"k{n:02d}" for n in range(12)]:
         send_mail.delay(key, 0)
-    got = store.fetch(Q, "w", "t", 60_000, 4)  # in turn: big, k00, k01, k02
+    got = store.leases.fetch(Q, "w", "t", 60_000, 4)  # in turn: big, k00, k01, k02
     assert len(got) == 4
     page = operator.get(f"/queues/{Q}")
     rows = page.html.select("h2 + div table.grid tbody tr")
@@ -36,7 +36,8 @@ def test_the_busiest_keys_and_a_key_paused_by_an_operator(
     r = post(operator, f"/queues/{Q}/state", {"action": "key_pause", "key": "big"})
     assert "Paused key big of mailer" in r.follow().text
     assert all(
-        store.record(Q, x.id).meta["key"] != "big" for x in store.fetch(Q, "w", "t", 60_000, 20)
+        store.tasks.record(Q, x.id).meta["key"] != "big"
+        for x in store.leases.fetch(Q, "w", "t", 60_000, 20)
     )
     page = operator.get(f"/queues/{Q}")
     big = page.html.find("code", string="big").find_parent("tr")
@@ -77,7 +78,7 @@ def test_a_keys_waiting_tasks_are_listed_in_its_turns_order(
     ids = [send_mail.delay("acme", n).id for n in range(30)]
     urgent = send_mail.enqueue(("acme", 99), priority="high").id
     send_mail.delay("other", 1)
-    assert store.remove(Q, [ids[0]]) == (1, 1)  # its entry stays in the list, dead
+    assert store.tasks.remove(Q, [ids[0]]) == (1, 1)  # its entry stays in the list, dead
     page = operator.get(f"/queues/{Q}")
     listed = [a.get_text() for a in page.html.select("#selection td a")]
     assert len(listed) == 1  # the plain task alone
@@ -120,18 +121,18 @@ def test_an_operator_sets_the_running_limit_per_key(
     assert post(viewer, f"/queues/{Q}/state", form, expect_errors=True).status_int == 403
     r = post(operator, f"/queues/{Q}/state", form).follow()
     assert "mailer: at most 1 tasks of one key at once, on all workers." in r.text
-    assert store.queue_limits(Q).key_concurrency == 1
+    assert store.queues.queue_limits(Q).key_concurrency == 1
     assert r.html.find("input", attrs={"name": "key_concurrency"})["value"] == "1"
-    leases = store.fetch(Q, "w", "t", 60_000, 10)
-    keys = [store.record(Q, x.id).meta.get("key") for x in leases]  # type: ignore[union-attr]
+    leases = store.leases.fetch(Q, "w", "t", 60_000, 10)
+    keys = [store.tasks.record(Q, x.id).meta.get("key") for x in leases]  # type: ignore[union-attr]
     assert sorted(map(str, keys)) == ["None", "acme", "beta"]
     for bad in ("0", "x", "10001"):
         r = post(operator, f"/queues/{Q}/state", {"action": "key_limit", "key_concurrency": bad})
         assert "Running limit: a number from 1 to 10000" in r.follow().text
-    assert store.queue_limits(Q).key_concurrency == 1
+    assert store.queues.queue_limits(Q).key_concurrency == 1
     r = post(operator, f"/queues/{Q}/state", {"action": "key_limit", "key_concurrency": ""})
     assert "mailer: no running limit per key." in r.follow().text
-    assert store.queue_limits(Q).key_concurrency is None
+    assert store.queues.queue_limits(Q).key_concurrency is None
     audit = operator.get("/audit").text
     assert "key_concurrency=1" in audit and "key_concurrency=none" in audit
 
@@ -147,9 +148,9 @@ def test_an_operator_weighs_a_key(operator: TestApp, viewer: TestApp, store: Sto
     assert "Key gold of mailer takes 3 tasks a turn." in r.text
     gold = r.html.find("code", string="gold").find_parent("tr")
     assert gold.find("input", attrs={"name": "weight"})["value"] == "3"
-    assert [k.weight for k in store.key_totals(Q).top if k.key == "gold"] == [3]
+    assert [k.weight for k in store.key_turns.key_totals(Q).top if k.key == "gold"] == [3]
     for bad in ({"weight": "0"}, {"weight": "x"}, {"weight": "1001"}, {"key": ""}):
         r = post(operator, f"/queues/{Q}/state", form | bad)
         assert "Weight: a key (1 to 128 characters) and a number from 1 to 1000." in r.follow().text
-    assert [k.weight for k in store.key_totals(Q).top if k.key == "gold"] == [3]
+    assert [k.weight for k in store.key_turns.key_totals(Q).top if k.key == "gold"] == [3]
     assert "key=gold weight=3" in operator.get("/audit").text

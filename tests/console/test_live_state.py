@@ -92,7 +92,7 @@ def test_a_worker_that_does_not_take_its_commands_keeps_them_pending(
 
 def test_running_for_is_the_tasks_own_run_time(operator: TestApp, store: Storage) -> None:
     handle = t.sleepy.delay(30, "")
-    [lease] = store.fetch("default", "w1", "default-0", 60_000, 1)
+    [lease] = store.leases.fetch("default", "w1", "default-0", 60_000, 1)
     scenario.backdate(store, "default", lease.id, started=75)
     # the worker's report says it started just now (its clock, or a report sent late)
     run = {"id": handle.id, "queue": "default", "task": "tests.sample_tasks.sleepy",

@@ -16,13 +16,16 @@ from ztq.core.engine.storage import Finished, Storage
 
 def test_a_lost_workers_tasks_show_their_state_now(operator: TestApp, store: Storage) -> None:
     ids = [t.add.delay(i, i).id for i in range(5)]
-    leases = {lease.id: lease for lease in store.fetch("default", "w-lost", "t", 60_000, 5)}
+    leases = {lease.id: lease for lease in store.leases.fetch("default", "w-lost", "t", 60_000, 5)}
     leased, elsewhere, queued, done, failed = ids
-    store.release("default", "w-lost", [(i, leases[i].token) for i in (elsewhere, queued)])
-    assert [lease.id for lease in store.fetch("default", "w-2", "t", 60_000, 1)] == [elsewhere]
-    store.ack("default", "w-lost", [Finished(done, leases[done].token, "tests.sample_tasks.add",
-                                             json.dumps(2))])  # fmt: skip
-    store.fail("default", "w-lost", failed, leases[failed].token, "tests.sample_tasks.add",
+    store.leases.release("default", "w-lost", [(i, leases[i].token) for i in (elsewhere, queued)])
+    assert [lease.id for lease in store.leases.fetch("default", "w-2", "t", 60_000, 1)] == [
+        elsewhere
+    ]
+    store.leases.ack("default", "w-lost",
+                     [Finished(done, leases[done].token, "tests.sample_tasks.add",
+                               json.dumps(2))])  # fmt: skip
+    store.leases.fail("default", "w-lost", failed, leases[failed].token, "tests.sample_tasks.add",
                "ValueError: no", "")  # fmt: skip
     started = time.time() - 600
     current = {f"t{n}": {"queue": "default", "id": i, "task": "tests.sample_tasks.add",

@@ -31,7 +31,7 @@ def plant_trash(store: Storage) -> str:
     """A good delete, a batch named in another format (an older console's), and entries of
     the good batch that are not ``at TAB record``."""
     good = failed(store, 2, "good one")
-    store.trash_errors("default", new_batch(), good)
+    store.errors.trash_errors("default", new_batch(), good)
     plant_odd_batch(store)
     return good[0]
 

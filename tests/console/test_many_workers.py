@@ -55,7 +55,7 @@ def test_api_workers_pages_with_a_cursor(operator: TestApp, store: Storage) -> N
         w for w, s in shown.items() if s == "paused"
     )
     assert {w["status"] for w in paused["items"]} == {"paused"} and paused["next"] is None
-    store.register_queue("a")
+    store.queues.register_queue("a")
     queues = {q["name"]: q for q in operator.get("/api/queues").json["items"]}
     assert queues["a"]["threads"] == f.threads["a"]
     metrics = operator.get("/metrics").text.splitlines()
@@ -93,7 +93,7 @@ def test_pages_read_the_same_whatever_the_number_of_workers(
     """Measured in bytes Redis sends: with 1,000 workers the pages read what they read with
     60 (a page of heartbeats, counts, summaries of the lost ones); the old pages read every
     heartbeat (800 kB here)."""
-    store.register_queue("default")
+    store.queues.register_queue("default")
     for i in range(60):
         write_heartbeat(store, f"w-{i:05d}", heartbeat(i))
     for i in range(0, 60, 20):

@@ -30,7 +30,7 @@ def test_errors_merged_across_queues_with_equal_scores(store: Storage, limit: in
     rng = random.Random(limit)
     expected = []
     for q in ("a", "b", "c"):
-        store.register_queue(q)
+        store.queues.register_queue(q)
         members = {f"{q}-{n}": rng.choice([1000, 1000, 1000, 2000, 3000]) for n in range(12)}
         store.client.zadd(store.keys.errors(q), members)
         expected += [(q, m) for m in members]
@@ -68,7 +68,7 @@ def test_history_merged_across_streams_with_equal_ids(store: Storage) -> None:
 
 
 def test_filtered_scans_stop_at_their_budget_and_continue(store: Storage) -> None:
-    store.register_queue("a")
+    store.queues.register_queue("a")
     for n in range(300):
         store.client.xadd(
             store.keys.history("a"), {"id": str(n), "status": "failed" if n % 100 == 0 else "done"}

@@ -20,7 +20,7 @@ def test_the_overview_shows_what_fails_first(operator: TestApp, store: Storage) 
     mail_incident(store)
     scenario.heartbeat(store, "batch-7", threads={"reports": 4})
     scenario.make_lost(store, "batch-7", 240)
-    store.register_queue("reports")  # a queue without errors: listed after the failing ones
+    store.queues.register_queue("reports")  # a queue without errors: listed after the failing ones
     r = operator.get("/")
     assert r.status_int == 200 and "<h1>Overview</h1>" in r.text
     page = r.text

@@ -238,7 +238,7 @@ def test_redis_down_is_a_503_page(settings: dict) -> None:
 
 def test_corrupt_records_do_not_break_pages(operator: TestApp, store: Storage) -> None:
     """Records a console did not write itself: bad meta, bad payload, bad progress."""
-    store.register_queue("default")
+    store.queues.register_queue("default")
     k = store.keys
     raws = {
         "no-meta": "just text, no newline",
@@ -274,7 +274,7 @@ def test_times_out_of_range_do_not_break_pages(operator: TestApp, store: Storage
     scenario.heartbeat(store, "odd-1", started=1e300)
     scenario.heartbeat(store, "odd-2", started="inf", current={"t": {"started": 1e300}})
     meta = {"state": "error", "enqueued": 1e300, "started": "inf", "ended": 1e300, "failed": 1e300}
-    store.register_queue("default")
+    store.queues.register_queue("default")
     store.client.hset(store.keys.tasks("default"), "odd", json.dumps(meta) + '\n{"task":"x"}')
     store.client.zadd(store.keys.errors("default"), {"odd": 1})
     store.client.xadd(store.keys.history("default"), {"id": "odd", "ended": "1e300",
@@ -301,11 +301,11 @@ def test_long_names_are_cut_where_they_are_listed(operator: TestApp, store: Stor
     its table narrow; the task's arguments still show in full on its page. (Ids are not
     cut: forms and links need them whole.)"""
     name = "N" * 100_000
-    store.register_queue("default")
+    store.queues.register_queue("default")
     entry = EnqueueEntry("long", json.dumps({"task": name, "args": [name]}), "normal")
-    store.call(*store.enqueue_op("default", [entry]))
-    [lease] = store.fetch("default", name, name, 60_000, 1)
-    store.fail("default", name, lease.id, lease.token, name, f"E: {name}", name)
+    store.call(*store.tasks.enqueue_op("default", [entry]))
+    [lease] = store.leases.fetch("default", name, name, 60_000, 1)
+    store.leases.fail("default", name, lease.id, lease.token, name, f"E: {name}", name)
     run = {"id": "long", "queue": "default", "task": name}
     scenario.heartbeat(store, "w-long", name=name, host=name, ip=name, pid=name,
                        threads={name: 1}, current={name: run})  # fmt: skip
@@ -328,7 +328,7 @@ def test_bytes_that_are_not_utf8_show_as_replacement_characters(
     characters, kept until the stream is trimmed) or any bytes another client wrote: pages
     show U+FFFD instead of answering 500."""
     bad = "错".encode()[:2]
-    store.register_queue("default")
+    store.queues.register_queue("default")
     k, c = store.keys, store.client
     c.xadd(k.history("default"), {"id": "t1", "task": b"x" + bad, "summary": b"E: " + bad})
     c.hset(k.tasks("default"), "t1", b'{"state":"error","error":"E: ' + bad + b'"}\n{"task":"x"}')
@@ -365,7 +365,9 @@ def test_red_markers_explain_themselves(operator: TestApp, store: Storage) -> No
     a tooltip that says what they mean."""
     t.add.delay(5, 5)
     t.add.delay(6, 6)
-    [lease] = store.fetch("default", "gone-worker", "t0", 1, 1)  # a 1 ms lease: expired at once
+    [lease] = store.leases.fetch(
+        "default", "gone-worker", "t0", 1, 1
+    )  # a 1 ms lease: expired at once
     queues = operator.get("/queues").html
     [zero] = [s for s in queues.select("span.bad-text") if s.get_text(strip=True) == "0 !"]
     assert "No worker serves this queue" in zero["title"]

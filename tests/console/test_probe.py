@@ -119,7 +119,7 @@ def test_a_csrf_token_planted_in_a_cookie_is_refused(wsgi: Any, store: Storage) 
     victim.set_cookie("ztq_csrf", planted)
     r = victim.post("/queues/default/state", {"action": "pause", "csrf_token": planted},
                     expect_errors=True)  # fmt: skip
-    assert r.status_int == 400 and not store.is_paused("default")
+    assert r.status_int == 400 and not store.queues.is_paused("default")
     anon = TestApp(wsgi)
     anon.set_cookie("ztq_csrf", planted)
     form = {"username": "ann", "password": PASSWORD, "csrf_token": planted}
@@ -160,4 +160,4 @@ def test_api_tokens_need_no_csrf_and_cannot_post(anon: TestApp, store: Storage) 
     r = anon.post("/queues/default/state", {"action": "pause", "csrf_token": "x"},
                   headers=bearer(token), expect_errors=True)  # fmt: skip
     assert r.status_int == 303 and r.headers["Location"].startswith("/login")
-    assert not store.is_paused("default")
+    assert not store.queues.is_paused("default")

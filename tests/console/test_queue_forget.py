@@ -9,8 +9,8 @@ from webtest import TestApp
 from tests import sample_tasks as t
 from tests.console import scenario
 from tests.console.conftest import post
+from ztq.core.engine.parts.leases import Finished
 from ztq.core.engine.storage import Storage
-from ztq.core.engine.task_moves import Finished
 
 
 def test_an_idle_queue_is_forgotten_from_its_page_and_a_busy_one_is_refused(
@@ -21,8 +21,8 @@ def test_an_idle_queue_is_forgotten_from_its_page_and_a_busy_one_is_refused(
     assert "Forget this queue" not in page.text  # it holds a task: no button
     got = post(operator, "/queues/abc/state", {"action": "forget"}).maybe_follow()
     assert "abc is not forgotten: abc holds 1 ready tasks (normal)." in got.text
-    [lease] = store.fetch("abc", "w1", "x", 60_000)
-    assert store.ack("abc", "w1", [Finished(lease.id, lease.token, "add", "3")]) == []
+    [lease] = store.leases.fetch("abc", "w1", "x", 60_000)
+    assert store.leases.ack("abc", "w1", [Finished(lease.id, lease.token, "add", "3")]) == []
     scenario.heartbeat(store, "w1", threads={"abc": 1})
     got = post(operator, "/queues/abc/state", {"action": "forget"}).maybe_follow()
     assert "abc is not forgotten: 1 live worker thread(s) serve abc" in got.text
@@ -30,11 +30,11 @@ def test_an_idle_queue_is_forgotten_from_its_page_and_a_busy_one_is_refused(
     assert "Forget this queue" not in viewer.get("/queues/abc").text
     post(viewer, "/queues/abc/state", {"action": "forget"}, status=403)
     operator.post("/queues/abc/state", {"action": "forget"}, status=400)  # no CSRF token
-    assert "abc" in store.queues()
+    assert "abc" in store.queues.names()
     page = operator.get("/queues/abc")
     form = next(f for f in page.forms.values() if 'value="forget"' in f.text)
     got = form.submit("action", value="forget").maybe_follow()
     assert "Forgot queue abc." in got.text and got.request.path == "/queues"
-    assert "abc" not in store.queues()
+    assert "abc" not in store.queues.names()
     operator.get("/queues/abc", status=404)
     assert "forget queue" in operator.get("/audit").text

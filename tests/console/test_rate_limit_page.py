@@ -21,9 +21,9 @@ def test_an_operator_sets_and_lifts_a_rate_limit_and_sees_what_waits_on_it(
         t.add.enqueue((i, 0), queue=Q)
     r = post(operator, f"/queues/{Q}/state", {"action": "rate", "rate_limit": "1/h  burst 2"})
     assert "payments: at most 1/h burst 2 started, on all workers." in r.follow().text
-    assert store.queue_config(Q) == {"rate_limit": "1/h burst 2"}
-    assert len(store.fetch(Q, "w", "t", 60_000, 10)) == 2  # the burst
-    store.fetch(Q, "w2", "t", 60_000, 10)  # throttled: counted
+    assert store.queues.queue_config(Q) == {"rate_limit": "1/h burst 2"}
+    assert len(store.leases.fetch(Q, "w", "t", 60_000, 10)) == 2  # the burst
+    store.leases.fetch(Q, "w2", "t", 60_000, 10)  # throttled: counted
     page = operator.get(f"/queues/{Q}")
     card = page.html.find("span", string="Rate limit 1/h burst 2").find_parent("div")
     assert card.find("span", class_="value").get_text() == "3"  # 3 ready, no token
@@ -36,12 +36,12 @@ def test_an_operator_sets_and_lifts_a_rate_limit_and_sees_what_waits_on_it(
     for bad in ("20", "20/day", "0/s", "1/s burst 0"):
         r = post(operator, f"/queues/{Q}/state", {"action": "rate", "rate_limit": bad})
         assert "Rate limit: rate_limit must be 'N/s', 'N/m' or 'N/h'" in r.follow().html.get_text()
-        assert store.queue_config(Q) == {"rate_limit": "1/h burst 2"}
+        assert store.queues.queue_config(Q) == {"rate_limit": "1/h burst 2"}
     form = {"action": "rate", "rate_limit": ""}
     r = post(viewer, f"/queues/{Q}/state", form, expect_errors=True)
-    assert r.status_int == 403 and store.queue_config(Q) == {"rate_limit": "1/h burst 2"}
+    assert r.status_int == 403 and store.queues.queue_config(Q) == {"rate_limit": "1/h burst 2"}
     assert 'name="rate_limit"' not in viewer.get(f"/queues/{Q}").text
     r = post(operator, f"/queues/{Q}/state", form)
     assert "payments: no rate limit." in r.follow().text
-    assert store.queue_config(Q) == {}
+    assert store.queues.queue_config(Q) == {}
     assert "Rate limit 1/h" not in operator.get(f"/queues/{Q}").text

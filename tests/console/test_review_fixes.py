@@ -27,9 +27,11 @@ OSError: disk is full
 
 def fail_in_one_frame(store: Storage) -> None:
     """Every ready task of ``default`` fails with the same error in the same top frame."""
-    for lease in store.fetch("default", "w1", "default-0", 60_000, 100):
+    for lease in store.leases.fetch("default", "w1", "default-0", 60_000, 100):
         task = decode_payload(lease.payload)["task"]
-        store.fail("default", "w1", lease.id, lease.token, task, "OSError: disk is full", SHARED_TB)
+        store.leases.fail(
+            "default", "w1", lease.id, lease.token, task, "OSError: disk is full", SHARED_TB
+        )
 
 
 def links(page: str, start: str) -> list[str]:
@@ -109,9 +111,9 @@ def test_live_refresh_keeps_a_changed_choice_and_an_opened_traceback(
 def test_follow_and_confirm_say_when_they_cover_part_of_a_job(
     operator: TestApp, store: Storage, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ztq.core.engine import queue_admin
+    from ztq.core.engine.parts import errors as error_part
 
-    monkeypatch.setattr(queue_admin, "TRASH_BATCH_MAX", 2)
+    monkeypatch.setattr(error_part, "TRASH_BATCH_MAX", 2)
     failed(store, 3)
     confirm = operator.get("/bulk/confirm?action=delete&source=errors&next=/errors")
     assert (

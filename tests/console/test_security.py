@@ -186,7 +186,7 @@ def test_viewers_cannot_change_anything(
     r = post(viewer, url, data, expect_errors=True)
     assert r.status_int == 403, url
     assert "may not do this" in r.text
-    assert not store.is_paused("default")
+    assert not store.queues.is_paused("default")
 
 
 def test_viewers_see_no_action_buttons(viewer: TestApp, store: Storage) -> None:
@@ -212,7 +212,7 @@ def test_basic_auth_on_the_read_only_api(anon: TestApp, store: Storage) -> None:
     r = anon.post("/queues/default/state", {"action": "pause"}, headers=basic("ann"),
                   expect_errors=True)  # fmt: skip
     assert r.status_int == 303 and "/login" in r.location
-    assert not store.is_paused("default")
+    assert not store.queues.is_paused("default")
 
 
 def test_a_tampered_or_foreign_session_is_anonymous(

@@ -24,7 +24,7 @@ def fill(store: Storage, ready: int = 20, failed: int = 12) -> None:
     for q in SHARDS:
         scenario.work(store, q, fail=lambda p: p["args"][0] >= 100 and f"bad {p['args'][0]}",
                       hold=lambda p: p["args"][0] < 100)  # fmt: skip
-    store.register_shards("hot", 3)
+    store.queues.register_shards("hot", 3)
 
 
 def test_the_queues_page_shows_one_queue_with_its_shards(viewer: TestApp, store: Storage) -> None:
@@ -72,12 +72,12 @@ def test_the_errors_of_a_sharded_queue_are_all_listed_under_its_name(
 def test_actions_on_a_sharded_queue_reach_every_shard(operator: TestApp, store: Storage) -> None:
     fill(store, ready=0)
     post(operator, "/queues/hot/state", {"action": "pause"})
-    assert all(store.is_paused(q) for q in SHARDS)
+    assert all(store.queues.is_paused(q) for q in SHARDS)
     post(operator, "/queues/hot/state", {"action": "resume"})
-    assert not any(store.is_paused(q) for q in SHARDS)
+    assert not any(store.queues.is_paused(q) for q in SHARDS)
     r = post(operator, "/bulk", {"action": "redo", "source": "errors", "queue": "hot"})
     _, last = follow_bulk(operator, r)
-    assert sum(store.pending_count(q) for q in SHARDS) == 12
+    assert sum(store.queues.pending_count(q) for q in SHARDS) == 12
     assert last.status_int == 303 and "Redid 12 tasks." in last.follow().text
     assert sum(s.errors for s in monitor.queue_stats(store, SHARDS)) == 0
 
@@ -88,19 +88,19 @@ def test_an_operator_sets_and_lifts_a_queue_running_limit(
     t.add.delay(1, 2)
     r = post(operator, "/queues/default/state", {"action": "limit", "max_running": "1"})
     assert "default: one task at a time, on all workers (serial)." in r.follow().text
-    assert store.queue_config("default") == {"max_running": 1}
+    assert store.queues.queue_config("default") == {"max_running": 1}
     page = viewer.get("/queues/default")
     assert "at most 1 at once" in page.text and 'name="max_running"' not in page.text  # viewer
     assert 'value="1"' in operator.get("/queues/default").text
     r = post(operator, "/queues/default/state", {"action": "limit", "max_running": "x"})
     assert "Running limit: a number from 1 to 10000" in r.follow().text
-    assert store.queue_config("default") == {"max_running": 1}
+    assert store.queues.queue_config("default") == {"max_running": 1}
     post(operator, "/queues/default/state", {"action": "limit", "max_running": ""})
-    assert store.queue_config("default") == {}
+    assert store.queues.queue_config("default") == {}
     fill(store, ready=3, failed=0)
     r = post(operator, "/queues/hot/state", {"action": "limit", "max_running": "1"})
-    assert "is sharded" in r.follow().text and store.queue_config("hot") == {}
+    assert "is sharded" in r.follow().text and store.queues.queue_config("hot") == {}
     assert 'name="max_running"' not in operator.get("/queues/hot").text
     r = post(viewer, "/queues/default/state", {"action": "limit", "max_running": "1"},
              expect_errors=True)  # fmt: skip
-    assert r.status_int == 403 and store.queue_config("default") == {}
+    assert r.status_int == 403 and store.queues.queue_config("default") == {}

@@ -121,7 +121,7 @@ def test_an_action_in_one_system_changes_it_and_not_the_other(two: Two, op: Test
     assert r.status_int == 404
     assert two.eu.client.zcard(two.eu.keys.errors("alpha")) == 2
     post(op, "/s/us/queues/beta/state", {"action": "pause"})
-    assert two.us.is_paused("beta") and not two.eu.is_paused("alpha")
+    assert two.us.queues.is_paused("beta") and not two.eu.queues.is_paused("alpha")
     # the audit log of us says which system; eu's has no action of it
     [entry] = [e for e in audit_entries(two.us) if e["action"] == "redo"]
     assert entry["system"] == "us" and entry["user"] == "ann" and redo in entry["ids"]
@@ -141,7 +141,7 @@ def test_an_unknown_system_is_not_found_not_the_default(two: Two, op: TestApp) -
     r = post(op, "/s/nope/queues/alpha/state", {"action": "pause"}, expect_errors=True)
     assert r.status_int == 404
     assert two.eu.client.zcard(two.eu.keys.errors("alpha")) == 2
-    assert not two.eu.is_paused("alpha")
+    assert not two.eu.queues.is_paused("alpha")
 
 
 def test_roles_hold_in_every_system(two: Two) -> None:

@@ -13,7 +13,7 @@ from tests import sample_tasks as t
 from tests.console import scenario
 from tests.console.conftest import post
 from tests.console.test_actions import audit_log, failed
-from ztq.core.engine import queue_admin
+from ztq.core.engine.parts import errors as error_part
 from ztq.core.engine.storage import Storage
 
 
@@ -46,7 +46,7 @@ def test_deleted_errors_can_be_restored_whole_or_one_by_one(
     r = form.submit().follow()
     assert "Restored 1 task." in r.text and "2 tasks of default" in r.text
     assert ztq.ping(ids[1]) == "error"
-    rec = store.record("default", ids[1])
+    rec = store.tasks.record("default", ids[1])
     assert rec is not None and rec.get("error") == "ValueError: disk full 1"
     # the rest: from the Trash view, with the failed-at time they had
     trash = operator.get("/trash")
@@ -69,7 +69,7 @@ def test_the_trash_window_is_a_redis_ttl(operator: TestApp, store: Storage) -> N
     k = store.keys
     for key in (k.trash("default", batch), k.trash_index("default")):
         ttl = store.client.pttl(key)
-        assert queue_admin.TRASH_WINDOW_MS - 60_000 < ttl <= queue_admin.TRASH_WINDOW_MS, key
+        assert error_part.TRASH_WINDOW_MS - 60_000 < ttl <= error_part.TRASH_WINDOW_MS, key
     assert "restorable for 59m" in operator.get("/trash").text
     # the window runs out: Redis drops the batch, nothing is left to restore
     store.client.pexpire(k.trash("default", batch), 1)
@@ -85,8 +85,8 @@ def test_the_trash_window_is_a_redis_ttl(operator: TestApp, store: Storage) -> N
 def test_the_trash_is_bounded(
     operator: TestApp, store: Storage, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(queue_admin, "TRASH_BATCH_MAX", 2)
-    monkeypatch.setattr(queue_admin, "TRASH_BATCHES", 2)
+    monkeypatch.setattr(error_part, "TRASH_BATCH_MAX", 2)
+    monkeypatch.setattr(error_part, "TRASH_BATCHES", 2)
     ids = failed(store, 6)
     first = batch_of(delete(operator, ids[:3]))  # 3 deleted, 2 kept
     assert store.client.hlen(store.keys.trash("default", first)) == 2

@@ -26,8 +26,8 @@ def test_the_trash_is_searched_and_restored_without_javascript(
     smtp = failed(store, 60, "smtp down")
     disk = failed(store, 2, "disk full")
     first, second = new_batch(), new_batch()
-    store.trash_errors("default", first, smtp[:30] + disk)
-    store.trash_errors("default", second, smtp[30:])
+    store.errors.trash_errors("default", first, smtp[:30] + disk)
+    store.errors.trash_errors("default", second, smtp[30:])
     context = browser.new_context(viewport={"width": 1280, "height": 800},
                                   java_script_enabled=False)  # fmt: skip
     page = browser_sign_in(context.new_page(), server)

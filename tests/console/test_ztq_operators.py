@@ -52,7 +52,7 @@ def test_a_real_worker_as_ztqs_operators_saw_it(
 
     data = wait_for(beat, timeout=30)
     died = dying_tasks.dies.delay()
-    wait_for(lambda: store.record(died.queue, died.id).state.value == "error", timeout=30)
+    wait_for(lambda: store.tasks.record(died.queue, died.id).state.value == "error", timeout=30)
 
     queues = operator.get("/queues").html
     for queue, threads in (("mail", " ×2"), ("pdf", "")):
@@ -90,7 +90,7 @@ def test_history_shows_the_comment_a_run_reported(
     operator: TestApp, store: Storage, box: subprocess.Popen[bytes]
 ) -> None:
     h = dying_tasks.noted.delay("converting a.doc")
-    wait_for(lambda: store.record(h.queue, h.id).state.value == "done", timeout=30)
+    wait_for(lambda: store.tasks.record(h.queue, h.id).state.value == "done", timeout=30)
     [row] = operator.get("/history?queue=mail").html.select("table.grid tbody tr")
     assert row.select('td[data-label="Comment"]')[0].get_text(strip=True) == "converting a.doc"
 
@@ -103,8 +103,8 @@ def heartbeat(name: str, threads: dict[str, int], status: str = "running") -> di
 def test_queues_name_at_most_five_workers_and_count_the_threads_left_out(
     operator: TestApp, store: Storage
 ) -> None:
-    store.register_queue("mail")
-    store.register_queue("idle")
+    store.queues.register_queue("mail")
+    store.queues.register_queue("idle")
     for i in range(7):
         write_heartbeat(store, f"m-{i}", heartbeat(f"m-{i}", {"mail": 1 + i % 2}))
     write_heartbeat(store, "gone", heartbeat("gone", {"mail": 3}, status="stopped"))
@@ -156,7 +156,7 @@ def test_history_shows_a_comment_escaped_where_the_entry_has_one(
 ) -> None:
     """The page's side of the comment column, on an entry as ack.lua writes it with the
     comment (the test above runs a real worker)."""
-    store.register_queue("mail")
+    store.queues.register_queue("mail")
     store.client.xadd(store.keys.history("mail"), {
         "id": "abc", "task": "app.convert", "status": "done", "worker": "w", "thread": "t",
         "enqueued": 1, "started": 2, "ended": 3, "runtime_ms": 1, "summary": "",
@@ -171,9 +171,9 @@ def test_errors_without_a_traceback_are_unknown_and_grouped_by_what_happened(
     from tests import sample_tasks as t
 
     lost = t.add.delay(5, 5)
-    store.fetch("default", "w9", "default-0", 1, 10)  # a 1 ms lease
+    store.leases.fetch("default", "w9", "default-0", 1, 10)  # a 1 ms lease
     time.sleep(0.01)
-    store.reap("default", 1)  # lost its worker once too often: WorkerLost, no traceback
+    store.leases.reap("default", 1)  # lost its worker once too often: WorkerLost, no traceback
     t.boom.delay("bad")
     scenario.work(store, "default", fail=lambda p: "bad")  # a Python exception
     rows = monitor.score_page(store, "errors", ["default"], None, 10).rows

@@ -98,9 +98,9 @@ def test_no_worker_fires_for_waiting_tasks_nobody_serves(store: Storage) -> None
     [alert] = a.evaluate().firing
     assert (alert.subject, alert.value) == ("mail", 1)
     assert alert.text == "queue mail: 1 task waits and no live worker serves it"
-    store.pause("mail")  # paused: nobody is expected to serve it
+    store.queues.pause("mail")  # paused: nobody is expected to serve it
     assert a.evaluate().firing == []
-    store.resume("mail")
+    store.queues.resume("mail")
     assert len(a.evaluate().firing) == 1
     scenario.heartbeat(store, "w2", threads={"mail": 2})
     assert a.evaluate().firing == []

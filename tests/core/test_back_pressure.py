@@ -33,12 +33,12 @@ def counters(storage: Storage) -> dict[str, int]:
 
 def test_raise_refuses_at_the_call_and_writes_nothing(storage: Storage) -> None:
     ztq.configure_queue(Q, max_pending=2)
-    assert storage.queue_config(Q) == {"max_pending": 2, "when_full": "raise"}
+    assert storage.queues.queue_config(Q) == {"max_pending": 2, "when_full": "raise"}
     first = [add(n) for n in range(2)]
     with pytest.raises(QueueFull, match=r"queue press is full: it holds 2 tasks waiting") as err:
         add(2)
     assert err.value.queue == Q and err.value.limit == 2
-    assert storage.pending_count(Q) == 2
+    assert storage.queues.pending_count(Q) == 2
     assert storage.client.hlen(storage.keys.tasks(Q)) == 2  # no record for the refused one
     assert counters(storage) == {"refused": 1, "overflowed": 0}
     assert add(0).outcome == "exists"  # an identical pending task: nothing added, no error
@@ -46,8 +46,8 @@ def test_raise_refuses_at_the_call_and_writes_nothing(storage: Storage) -> None:
     assert add(8, first=True).outcome == "added"  # first: run before the rest, full or not
     [stats] = monitor.queue_stats(storage, [Q], minutes=1)
     assert stats.full and stats.limits.max_pending == 2 and stats.pending == 3
-    lease = storage.fetch(Q, "w", "t", 60_000, 2)
-    storage.ack(Q, "w", [Finished(x.id, x.token, "x", "") for x in lease])
+    lease = storage.leases.fetch(Q, "w", "t", 60_000, 2)
+    storage.leases.ack(Q, "w", [Finished(x.id, x.token, "x", "") for x in lease])
     assert add(2).outcome == "added"  # room again
     assert {h.id for h in first} <= {x.id for x in lease} | {first[1].id}
 
@@ -65,14 +65,14 @@ def test_block_waits_for_the_room_a_fetch_makes(storage: Storage) -> None:
     thread = threading.Thread(target=producer, daemon=True)
     thread.start()
     assert not done.wait(0.3)  # blocked: the queue is full
-    assert storage.pending_count(Q) == 1
+    assert storage.queues.pending_count(Q) == 1
     # it asks again each second (a token is a hint): right after one of those tries, the
     # room a fetch makes must wake it well before its next one
     deadline = time.monotonic() + 5
     while counters(storage)["refused"] < 2 and time.monotonic() < deadline:
         time.sleep(0.005)
     started = time.monotonic()
-    [lease] = storage.fetch(Q, "w", "t", 60_000, 1)  # room: the producer is woken
+    [lease] = storage.leases.fetch(Q, "w", "t", 60_000, 1)  # room: the producer is woken
     assert done.wait(5), "the blocked producer was not woken by the room a fetch made"
     assert time.monotonic() - started < 0.5  # woken by the token, not by its 1 s poll
     assert got[0].outcome == "added" and lease.id != got[0].id
@@ -87,7 +87,7 @@ def test_block_gives_up_after_block_timeout(storage: Storage) -> None:
     with pytest.raises(QueueFull, match=r"after waiting 0\.[45]s for room"):
         add(1)
     assert 0.35 < time.monotonic() - started < 2.0
-    assert storage.pending_count(Q) == 1
+    assert storage.queues.pending_count(Q) == 1
 
 
 def test_buffer_never_waits_and_feeds_the_queue_in_order(storage: Storage) -> None:
@@ -104,11 +104,11 @@ def test_buffer_never_waits_and_feeds_the_queue_in_order(storage: Storage) -> No
     assert [r.id for r in page.rows] == [h.id for h in handles]  # run order: ready, then buffer
     ran: list[str] = []
     while len(ran) < 10:
-        leases = storage.fetch(Q, "w", "t", 60_000, 2)
+        leases = storage.leases.fetch(Q, "w", "t", 60_000, 2)
         assert leases, "the buffer did not feed the queue"
-        assert storage.pending_count(Q) <= 3
+        assert storage.queues.pending_count(Q) <= 3
         ran += [x.id for x in leases]
-        storage.ack(Q, "w", [Finished(x.id, x.token, "x", "") for x in leases])
+        storage.leases.ack(Q, "w", [Finished(x.id, x.token, "x", "") for x in leases])
     assert ran == [h.id for h in handles]  # nothing lost, FIFO across ready and buffer
     assert counters(storage) == {"refused": 0, "overflowed": 7}
     assert storage.client.llen(storage.keys.overflow(Q)) == 0
@@ -119,9 +119,11 @@ def test_lifting_the_limit_moves_the_buffer_in_and_frees_blocked_producers(
 ) -> None:
     ztq.configure_queue(Q, max_pending=1, when_full="buffer")
     handles = [add(n) for n in range(4)]
-    assert storage.pending_count(Q) == 1
-    assert storage.configure(Q, max_pending=None) == 3  # all three moved in
-    assert storage.pending_count(Q) == 4 and storage.client.llen(storage.keys.overflow(Q)) == 0
+    assert storage.queues.pending_count(Q) == 1
+    assert storage.queues.configure(Q, max_pending=None) == 3  # all three moved in
+    assert (
+        storage.queues.pending_count(Q) == 4 and storage.client.llen(storage.keys.overflow(Q)) == 0
+    )
     assert [h.state for h in handles] == ["queued"] * 4
 
 
@@ -131,7 +133,7 @@ def test_cancel_and_delete_of_a_buffered_task_and_the_room_a_delete_makes(
     ztq.configure_queue(Q, max_pending=2, when_full="buffer")
     a, b, c, d = (add(n) for n in range(4))
     assert d.cancel() and d.state == "none"
-    assert storage.remove(Q, [a.id]) == (1, 1)  # room made: the buffer's oldest moves in
+    assert storage.tasks.remove(Q, [a.id]) == (1, 1)  # room made: the buffer's oldest moves in
     assert c.state == "queued"
     assert monitor.queue_stats(storage, [Q])[0].overflow == 0  # d's entry: a leftover
     assert [r.id for r in monitor.pending_page(storage, Q, 0, 10).rows] == [b.id, c.id]
@@ -142,9 +144,9 @@ def test_a_deleted_tasks_leftover_entry_takes_no_room(storage: Storage) -> None:
     counts the entries less the marks, also when the leftover is the list's only entry."""
     ztq.configure_queue(Q, max_pending=1)
     a = add(0)
-    assert storage.remove(Q, [a.id]) == (1, 1)
+    assert storage.tasks.remove(Q, [a.id]) == (1, 1)
     assert storage.client.llen(storage.keys.ready(Q, "normal")) == 1  # the leftover
-    assert storage.pending_count(Q) == 0
+    assert storage.queues.pending_count(Q) == 0
     assert add(1).outcome == "added"
     with pytest.raises(QueueFull):
         add(2)
@@ -157,7 +159,7 @@ def test_a_batch_writes_what_fits_and_names_the_rest(storage: Storage) -> None:
             add(n)
     assert len(err.value.refused) == 3 and len(err.value.handles) == 2
     assert "3 of 5 task(s) not enqueued" in str(err.value)
-    assert storage.pending_count(Q) == 2
+    assert storage.queues.pending_count(Q) == 2
     assert set(err.value.refused).isdisjoint({h.id for h in err.value.handles})
 
 
@@ -178,7 +180,7 @@ def test_a_cron_tick_that_finds_its_queue_full_is_not_fired_and_the_others_are(
     assert time.monotonic() - started < 5  # the cron thread does not wait for room
     assert [h.queue for h in handles] == ["elsewhere"]
     assert "cron pressing: tick not fired: queue press is full" in caplog.text
-    assert storage.pending_count(Q) == 1
+    assert storage.queues.pending_count(Q) == 1
 
 
 def test_asyncio_producers_meet_the_same_limit(storage: Storage) -> None:
@@ -193,7 +195,7 @@ def test_asyncio_producers_meet_the_same_limit(storage: Storage) -> None:
             await t.add.aenqueue((1, 0), queue=Q)
 
     asyncio.run(main())
-    assert storage.pending_count(Q) == 1
+    assert storage.queues.pending_count(Q) == 1
 
 
 @pytest.mark.parametrize(
@@ -213,10 +215,10 @@ def test_bad_settings_are_refused_and_change_nothing(
     ztq.configure_queue(Q, max_pending=5)
     with pytest.raises(InvalidOption, match=message):
         ztq.configure_queue(Q, **settings)  # type: ignore[arg-type]
-    assert storage.queue_config(Q) == {"max_pending": 5, "when_full": "raise"}
+    assert storage.queues.queue_config(Q) == {"max_pending": 5, "when_full": "raise"}
 
 
 def test_a_sharded_queue_cannot_have_a_pending_limit(storage: Storage) -> None:
-    storage.register_shards("wide", 3)
+    storage.queues.register_shards("wide", 3)
     with pytest.raises(InvalidOption, match="queue wide is sharded"):
         ztq.configure_queue("wide", max_pending=10)

@@ -101,8 +101,8 @@ def test_named_connection_routes_a_queue_to_another_redis(redis_url: str, redis_
     call = t.add.prepare((3, 4), connection="reports")
     h = call.enqueue()
     assert h.connection == "reports"
-    assert other.record("default", h.id) is not None
-    assert ztq.get_storage().record("default", h.id) is None
+    assert other.tasks.record("default", h.id) is not None
+    assert ztq.get_storage().tasks.record("default", h.id) is None
 
 
 # -- calls refused at the enqueue (issue 24: nothing fails silently) ----------------------

@@ -22,21 +22,21 @@ def run_all(storage: Storage, queue: str = "default", *, fail: set[str] = frozen
     """Lease every ready task of ``queue``; ack it (its result from ``results``) or fail it
     into the error list when its id is in ``fail``; then relay. Returns how many ran."""
     n = 0
-    while leases := storage.fetch(queue, W, "t0", 30_000, 100):
+    while leases := storage.leases.fetch(queue, W, "t0", 30_000, 100):
         for lease in leases:
             n += 1
             if lease.id in fail:
-                storage.fail(queue, W, lease.id, lease.token, "x", "Boom: no", "")
+                storage.leases.fail(queue, W, lease.id, lease.token, "x", "Boom: no", "")
             else:
                 res = (results or {}).get(lease.id, "")
-                storage.ack(queue, W, [Finished(lease.id, lease.token, "x", res)])
+                storage.leases.ack(queue, W, [Finished(lease.id, lease.token, "x", res)])
     relay(storage, [queue])
     return n
 
 
 def callbacks(storage: Storage, queue: str = "cb") -> list[str]:
     """The ids of the callbacks enqueued in ``queue`` (ready), in order."""
-    return [lease.id for lease in storage.fetch(queue, W, "t9", 30_000, 100)]
+    return [lease.id for lease in storage.leases.fetch(queue, W, "t9", 30_000, 100)]
 
 
 def test_counters_and_on_complete_once_with_failures(storage: Storage) -> None:
@@ -55,7 +55,7 @@ def test_counters_and_on_complete_once_with_failures(storage: Storage) -> None:
     relay(storage, ["default"])  # again: nothing fires twice
     assert callbacks(storage) == []
     # redo the failed members: their later acks move them from failed to done
-    assert storage.requeue("default", "error", [handles[1].id, handles[3].id]) == 2
+    assert storage.tasks.requeue("default", "error", [handles[1].id, handles[3].id]) == 2
     run_all(storage)
     s = b.status()
     assert (s.done, s.failed, s.state) == (5, 0, "success")
@@ -71,16 +71,16 @@ def test_member_ids_include_the_batch(storage: Storage) -> None:
         z = t.add.delay(1, 1)
     assert x.id == y.id and len({outside.id, x.id, z.id}) == 3
     assert a.total == 1 and b.total == 1
-    assert storage.task_batch("default", x.id) == a.id
-    assert storage.task_batch("default", outside.id) == ""
+    assert storage.batches.task_batch("default", x.id) == a.id
+    assert storage.batches.task_batch("default", outside.id) == ""
 
 
 def test_an_exception_writes_nothing(storage: Storage) -> None:
     with pytest.raises(RuntimeError), ztq.batch() as b:
         t.add.delay(1, 2)
         raise RuntimeError("no")
-    assert storage.batch_record(b.id) is None
-    assert storage.pending_count("default") == 0
+    assert storage.batches.batch_record(b.id) is None
+    assert storage.queues.pending_count("default") == 0
 
 
 def test_on_success_after_redo_and_pass_results_in_order(storage: Storage) -> None:
@@ -90,9 +90,9 @@ def test_on_success_after_redo_and_pass_results_in_order(storage: Storage) -> No
     results = {h.id: str(i + 10) for i, h in enumerate(hs)}
     run_all(storage, fail={hs[2].id}, results=results)
     assert callbacks(storage) == []  # one failed: no success yet
-    storage.requeue("default", "error", [hs[2].id])
+    storage.tasks.requeue("default", "error", [hs[2].id])
     run_all(storage, results=results)
-    [lease] = storage.fetch("cb", W, "t9", 30_000, 10)
+    [lease] = storage.leases.fetch("cb", W, "t9", 30_000, 10)
     assert lease.id == callback_id(b.id, "success")
     assert lease.payload.startswith('["tests.sample_tasks.noop",[[10,11,12,13]]')
 
@@ -101,24 +101,24 @@ def test_replayed_and_stale_ends_change_nothing(storage: Storage) -> None:
     done = t.noop.prepare((), queue="cb")
     with ztq.batch(on_complete=done) as b:
         h = t.add.delay(1, 2)
-    [lease] = storage.fetch("default", W, "t0", 30_000, 1)
-    storage.ack("default", W, [Finished(h.id, lease.token, "x", "")])
+    [lease] = storage.leases.fetch("default", W, "t0", 30_000, 1)
+    storage.leases.ack("default", W, [Finished(h.id, lease.token, "x", "")])
     member = f"default:{h.id}"
     # the relay crashed after applying, before removing: the entry is applied again
     [entry] = [e for e in storage.client.lrange(storage.keys.batch_out("default"), 0, -1)]
-    assert storage.batch_end(b.id, member, "done", lease.token) == "applied"
-    assert storage.batch_end(b.id, member, "done", lease.token) == "stale"
-    assert storage.batch_end(b.id, member, "failed", lease.token - 1) == "stale"
+    assert storage.batches.batch_end(b.id, member, "done", lease.token) == "applied"
+    assert storage.batches.batch_end(b.id, member, "done", lease.token) == "stale"
+    assert storage.batches.batch_end(b.id, member, "failed", lease.token - 1) == "stale"
     relay(storage, ["default"])
     relay(storage, ["default"])
     assert storage.client.llen(storage.keys.batch_out("default")) == 0
     s = b.status()
     assert (s.done, s.failed, s.state) == (1, 0, "success")
     # the callback ran and its record is gone (result TTL 0) ...
-    [cb] = storage.fetch("cb", W, "t9", 30_000, 10)
+    [cb] = storage.leases.fetch("cb", W, "t9", 30_000, 10)
     assert cb.id == callback_id(b.id, "complete")
-    storage.ack("cb", W, [Finished(cb.id, cb.token, "x", "")], result_ttl_ms=0)
-    assert storage.record("cb", cb.id) is None
+    storage.leases.ack("cb", W, [Finished(cb.id, cb.token, "x", "")], result_ttl_ms=0)
+    assert storage.tasks.record("cb", cb.id) is None
     # ... then its send is replayed (its outbox entry back): the once-guard refuses it
     storage.client.rpush(storage.keys.batch_send, f"cb\t{b.id}\tcomplete")
     relay(storage)
@@ -150,7 +150,7 @@ def test_nested_batch_completes_before_its_parent(storage: Storage) -> None:
     with ztq.batch(on_complete=t.noop.prepare(("parent",), queue="cb")) as parent:
         m = t.add.delay(1, 1)
     # the member runs and opens a child batch (as a running task would)
-    [lease] = storage.fetch("default", W, "t0", 30_000, 1)
+    [lease] = storage.leases.fetch("default", W, "t0", 30_000, 1)
     saved = cb.run_locator
     cb.run_locator = lambda: (storage, "default", m.id)
     try:
@@ -162,7 +162,7 @@ def test_nested_batch_completes_before_its_parent(storage: Storage) -> None:
     finally:
         cb.run_locator = saved
     assert child.parent == parent.id and parent.status().total == 2
-    storage.ack("default", W, [Finished(m.id, lease.token, "x", "")])
+    storage.leases.ack("default", W, [Finished(m.id, lease.token, "x", "")])
     relay(storage, ["default"])
     assert parent.status().state == "open"  # waits for the child
     run_all(storage)
@@ -285,7 +285,7 @@ def test_a_callback_its_full_queue_refused_is_sent_later(storage: Storage) -> No
             t.add.delay(1, 1)
         run_all(storage)
         assert b.status().state == "success"
-        assert [lease.id for lease in storage.fetch("cb", W, "t9", 30_000, 5)] != [
+        assert [lease.id for lease in storage.leases.fetch("cb", W, "t9", 30_000, 5)] != [
             callback_id(b.id, "complete")
         ]
         relay(storage, ["default"])
@@ -302,7 +302,7 @@ def test_a_results_hash_written_after_the_end_goes_with_the_batch(storage: Stora
         h = t.add.delay(1, 1)
     run_all(storage, fail={h.id})
     assert b.status().state == "complete"
-    assert storage.requeue("default", "error", [h.id]) == 1
+    assert storage.tasks.requeue("default", "error", [h.id]) == 1
     run_all(storage, results={h.id: "2"})
     results = storage.keys.batch_results(b.id)
     ttl = storage.client.pttl(results)

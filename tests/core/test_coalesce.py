@@ -104,7 +104,7 @@ def ready_args(storage: Storage, queue: str) -> list[list[Any]]:
     ids = client.lrange(storage.keys.ready(queue, "normal"), 0, -1)
     out = []
     for task_id in ids:
-        rec = storage.record(queue, task_id)
+        rec = storage.tasks.record(queue, task_id)
         assert rec is not None
         out.append(rec.args)
     client.close()
@@ -142,7 +142,7 @@ def test_callers_in_one_batch_get_their_own_reply_or_error(
     assert ok["result"].outcome == "added" and ok["result"].state == ztq.TaskState.QUEUED
     assert isinstance(full["error"], ztq.QueueFull) and full["error"].queue == "tight"
     assert isinstance(broken["error"], redis.ResponseError) and "WRONGTYPE" in str(broken["error"])
-    assert storage.pending_count("tight") == 1  # the refused one wrote nothing
+    assert storage.queues.pending_count("tight") == 1  # the refused one wrote nothing
     assert [a for a in ready_args(storage, "co")] == [[-1], [1]]
 
 
@@ -258,7 +258,7 @@ def test_coroutines_of_one_loop_share_round_trips(storage: Storage) -> None:
 
     async def go() -> tuple[list[Any], int, int]:
         shared = await enqueue.astorage(app)
-        await shared.register_queue("broken")
+        await shared.queues.register_queue("broken")
         await job.adelay(-1)  # the queues are known now: the calls below join in order
         before = acoalescer(shared).batches
         calls = [job.adelay(n) for n in range(50)]

@@ -114,7 +114,7 @@ def drain(zapp: ztq.App) -> int:
 
 
 def payload(zapp: ztq.App, handle: ztq.TaskHandle) -> dict[str, Any]:
-    rec = zapp.storage().record(handle.queue, handle.id)
+    rec = zapp.storage().tasks.record(handle.queue, handle.id)
     assert rec is not None
     return decode_payload(rec.payload_text)
 
@@ -169,18 +169,18 @@ def test_pcallback_gets_the_progress_as_keywords_and_report_job_a_comment(
     h = doc2pdf("a.doc", ztq_pcallback=prepare_task(on_page, "a.doc"))
     worker = worker_for(zapp, zapp.storage(), ["mail"])
     comments: list[str] = []
-    original = zapp.storage().set_run_info
+    original = zapp.storage().leases.set_run_info
 
     def spy(queue: str, task_id: str, token: int, wid: str, field: str, value: str) -> bool:
         if field == "comment":
             comments.append(value)
         return bool(original(queue, task_id, token, wid, field, value))
 
-    zapp.storage().set_run_info = spy  # type: ignore[method-assign]
+    zapp.storage().leases.set_run_info = spy  # type: ignore[method-assign]
     try:
         worker.drain(["mail"])
     finally:
-        del zapp.storage().set_run_info
+        del zapp.storage().leases.set_run_info
     assert zapp.ping(h) == "done" and seen == [("on_page", ("a.doc", 2))]
     assert comments == ["a.doc pages=3"]
     assert not compat.report_progress(page=1) and not compat.report_job(1234)  # not in a task

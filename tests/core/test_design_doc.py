@@ -93,28 +93,28 @@ def test_every_key_exists_with_the_documented_type(redis_url: str) -> None:
     storage: Storage = ztq.get_storage()
     ids = scenario.populate(storage)  # tasks in every state, workers, history, events, cron
     errors_queue = t.boom.queue
-    assert storage.trash_errors(errors_queue, "deleted", ids["errors"][:1])[0] == 1  # undo
-    assert storage.redo_errors(errors_queue, "redone", ids["errors"][1:2]) == 1  # follow set
-    storage.register_queue("default")
+    assert storage.errors.trash_errors(errors_queue, "deleted", ids["errors"][:1])[0] == 1  # undo
+    assert storage.errors.redo_errors(errors_queue, "redone", ids["errors"][1:2]) == 1  # follow set
+    storage.queues.register_queue("default")
     set_cron_enabled(storage, "nightly-report", False, by="ops")
     assert send_command(storage, "mailer-1", "refresh")
     t.add.enqueue((9, 9), delay=60)  # a token for the schedulers
-    [lease] = storage.fetch("reports", "w", "t", 60_000, 1)
-    storage.ack("reports", "w", [Finished(lease.id, lease.token, "x", "1")])
-    storage.pause("reports")
-    storage.configure("reports", max_running=1)  # the queue's config hash
-    storage.configure("digest", max_pending=1, when_full="buffer")
-    storage.configure("press", max_pending=1, when_full="block")
+    [lease] = storage.leases.fetch("reports", "w", "t", 60_000, 1)
+    storage.leases.ack("reports", "w", [Finished(lease.id, lease.token, "x", "1")])
+    storage.queues.pause("reports")
+    storage.queues.configure("reports", max_running=1)  # the queue's config hash
+    storage.queues.configure("digest", max_pending=1, when_full="buffer")
+    storage.queues.configure("press", max_pending=1, when_full="block")
     for queue in ("digest", "press"):
         entries = [EnqueueEntry(f"{queue}-{n}", "{}") for n in range(2)]
-        assert storage.call(*storage.enqueue_op(queue, entries))[3] in ("overflow", "full")
-    storage.fetch("press", "w", "t", 60_000, 1)  # room made in a full queue: a token in room
-    storage.configure("rated", rate_limit="1/h")  # a rate limit's token state
-    storage.call(*storage.enqueue_op("rated", [EnqueueEntry("rated-1", "{}")]))
-    storage.fetch("rated", "w", "t", 60_000, 1)
+        assert storage.call(*storage.tasks.enqueue_op(queue, entries))[3] in ("overflow", "full")
+    storage.leases.fetch("press", "w", "t", 60_000, 1)  # room made in a full queue: a token in room
+    storage.queues.configure("rated", rate_limit="1/h")  # a rate limit's token state
+    storage.call(*storage.tasks.enqueue_op("rated", [EnqueueEntry("rated-1", "{}")]))
+    storage.leases.fetch("rated", "w", "t", 60_000, 1)
     for queue in ("idle", "handy"):  # an idle executor registers; a task is handed to one
-        storage.call(*storage.fetch_op(queue, "w", "t", 60_000, 1, 60_000))
-    storage.call(*storage.enqueue_op("handy", [EnqueueEntry("handed", "{}")]))
+        storage.call(*storage.leases.fetch_op(queue, "w", "t", 60_000, 1, 60_000))
+    storage.call(*storage.tasks.enqueue_op("handy", [EnqueueEntry("handed", "{}")]))
     table = ztq.CronTable([CronEntry("every-minute", t.noop.prepare(), "* * * * *")])
     table.fire(now=(int(time.time()) // 60) * 60 + 0.5)
     from ztq.core.auth.logins import LoginPolicy, login_failed
@@ -151,13 +151,13 @@ def test_every_key_exists_with_the_documented_type(redis_url: str) -> None:
         t.add.enqueue((1, 1), queue="batched")
     with ztq.batch():  # an open one, its member's end still in the queue's outbox
         t.add.enqueue((2, 2), queue="batched")
-    [lease] = storage.fetch("batched", "w", "t", 60_000, 1)
-    storage.ack("batched", "w", [Finished(lease.id, lease.token, "x", "2")])
+    [lease] = storage.leases.fetch("batched", "w", "t", 60_000, 1)
+    storage.leases.ack("batched", "w", [Finished(lease.id, lease.token, "x", "2")])
     relay(storage, ["batched"])  # applied: results, events, the callback and its once-key
-    [lease] = storage.fetch("batched", "w", "t", 60_000, 1)
-    storage.ack("batched", "w", [Finished(lease.id, lease.token, "x", "4")])  # not relayed
+    [lease] = storage.leases.fetch("batched", "w", "t", 60_000, 1)
+    storage.leases.ack("batched", "w", [Finished(lease.id, lease.token, "x", "4")])  # not relayed
     # an empty batch with a callback, written bare: its send waits in the global outbox
-    storage.call(*storage.batch_create_op("empty", [], on_complete=True, ttl_ms=60_000))
+    storage.call(*storage.batches.batch_create_op("empty", [], on_complete=True, ttl_ms=60_000))
     from tests.key_tasks import Q as keyed
     from tests.key_tasks import call_api, send_mail
 
@@ -165,9 +165,9 @@ def test_every_key_exists_with_the_documented_type(redis_url: str) -> None:
     for key, n in (("a", 3), ("b", 2), ("c", 1), ("d", 2), ("e", 3)):
         for i in range(n):
             (call_api if key == "b" else send_mail).delay(key, i)
-    storage.pause_key(keyed, "c")
-    storage.fetch(keyed, "w", "t", 60_000, 4)  # a, b, d, e take a turn each
-    storage.fetch(keyed, "w", "u", 60_000, 2)  # a and d again, b parked until its next token
+    storage.key_turns.pause_key(keyed, "c")
+    storage.leases.fetch(keyed, "w", "t", 60_000, 4)  # a, b, d, e take a turn each
+    storage.leases.fetch(keyed, "w", "u", 60_000, 2)  # a and d again, b parked until its next token
     found = [str(k) for k in storage.client.scan_iter(match="ztq:*", count=1000)]
     types = dict(zip(found, (storage.client.type(k) for k in found), strict=True))
     unmatched = set(found)

@@ -128,7 +128,7 @@ def test_on_a_cluster_each_master_is_waited_on(redis_cluster: object) -> None:
              for q in ("mail", "pdf", "crawl", "index", "default")}  # fmt: skip
     assert len(nodes) >= 2  # the queues really are spread over several masters
     for q in ("mail", "pdf", "crawl", "index", "default"):
-        assert storage.pending_count(q) == 1
+        assert storage.queues.pending_count(q) == 1
     assert send.enqueue(("more",), queue="pdf", replicas=0).outcome == "added"
     app.connections.close_all()
 

@@ -27,7 +27,7 @@ CASES = [  # (error, traceback): two frames of one kind, another kind, died, odd
 
 def add(st: Storage, queue: str, task_id: str) -> None:
     entry = EnqueueEntry(task_id, json.dumps({"task": "m.t", "args": [task_id]}))
-    st.execute([st.enqueue_op(queue, [entry])])
+    st.execute([st.tasks.enqueue_op(queue, [entry])])
 
 
 def fail_all(st: Storage, errors: list[tuple[str, str]], queue: str = Q) -> list[str]:
@@ -35,8 +35,8 @@ def fail_all(st: Storage, errors: list[tuple[str, str]], queue: str = Q) -> list
     for n, (error, tb) in enumerate(errors):
         task_id = f"id{len(ids)}-{n}-{error[:3]}"
         add(st, queue, task_id)
-        [lease] = st.fetch(queue, "w", "t", 60_000, 1)
-        assert st.fail(queue, "w", lease.id, lease.token, "m.t", error, tb) == "error"
+        [lease] = st.leases.fetch(queue, "w", "t", 60_000, 1)
+        assert st.leases.fail(queue, "w", lease.id, lease.token, "m.t", error, tb) == "error"
         ids.append(lease.id)
     return ids
 
@@ -46,7 +46,7 @@ def recount(st: Storage, queue: str = Q) -> tuple[dict[str, int], dict[str, int]
     groups: dict[str, int] = {}
     kinds: dict[str, int] = {}
     ids = st.client.zrange(st.keys.errors(queue), 0, -1)
-    for rec in st.records(queue, ids):
+    for rec in st.tasks.records(queue, ids):
         if rec is not None and rec.state.value == "error":
             groups[group_key(rec)] = groups.get(group_key(rec), 0) + 1
             kinds[kind_key(rec)] = kinds.get(kind_key(rec), 0) + 1
@@ -54,7 +54,7 @@ def recount(st: Storage, queue: str = Q) -> tuple[dict[str, int], dict[str, int]
 
 
 def counted(st: Storage, queue: str = Q) -> tuple[dict[str, int], dict[str, int]]:
-    c = st.error_counts([queue])[queue]
+    c = st.errors.error_counts([queue])[queue]
     return ({k: v.count for k, v in c.groups.items()}, {k: v.count for k, v in c.kinds.items()})
 
 
@@ -63,22 +63,22 @@ def test_every_move_keeps_the_counters_exact(storage: Storage) -> None:
     assert counted(storage) == recount(storage)
     groups, kinds = counted(storage)
     assert sum(groups.values()) == len(ids) and len(kinds) < len(groups)  # two frames, one kind
-    info = storage.error_counts([Q])[Q].groups
+    info = storage.errors.error_counts([Q])[Q].groups
     assert {v.info["t"] for v in info.values()} >= {"SMTPError", "KeyError", "unknown"}
-    storage.requeue(Q, "error", ids[:2])
+    storage.tasks.requeue(Q, "error", ids[:2])
     assert counted(storage) == recount(storage)
-    storage.redo_errors(Q, "b1", oldest=3)
+    storage.errors.redo_errors(Q, "b1", oldest=3)
     assert counted(storage) == recount(storage)
-    assert storage.trash_errors(Q, "b2", ids[5:9])[0] == 4
+    assert storage.errors.trash_errors(Q, "b2", ids[5:9])[0] == 4
     assert counted(storage) == recount(storage)
-    storage.restore_errors(Q, "b2", ids[5:7])
+    storage.errors.restore_errors(Q, "b2", ids[5:7])
     assert counted(storage) == recount(storage)
-    storage.remove(Q, ids[9:11])
-    storage.remove(Q, purge="errors", limit=2)
+    storage.tasks.remove(Q, ids[9:11])
+    storage.tasks.remove(Q, purge="errors", limit=2)
     assert counted(storage) == recount(storage)
     add(storage, Q, ids[-1])  # an enqueue of a failed id acts as a redo
     assert counted(storage) == recount(storage)
-    storage.remove(Q, purge="errors", limit=1000)
+    storage.tasks.remove(Q, purge="errors", limit=1000)
     assert counted(storage) == ({}, {})
     assert storage.client.hget(storage.keys.tasks(Q), "#egs") is None
 
@@ -96,7 +96,7 @@ def test_a_list_written_before_the_counters_is_counted_once(storage: Storage, st
         meta = json.loads(head)
         meta.pop("eg"), meta.pop("ek")
         storage.client.hset(tasks, i, json.dumps(meta) + "\n" + body)
-    assert storage.count_errors(Q, step=step) >= len(ids) // step
+    assert storage.errors.count_errors(Q, step=step) >= len(ids) // step
     assert counted(storage) == recount(storage)
 
 
@@ -107,9 +107,9 @@ def test_moves_during_the_rebuild_count_once(storage: Storage) -> None:
     storage.client.hdel(tasks, *fields)
     keys = [tasks, storage.keys.errors(Q)]
     assert storage.call("count_errors", keys, [4]) == 0  # part of the list counted
-    storage.requeue(Q, "error", [ids[0], ids[-1]])  # one counted, one not yet
+    storage.tasks.requeue(Q, "error", [ids[0], ids[-1]])  # one counted, one not yet
     fail_all(storage, CASES[:2])  # new failures past the position
-    storage.trash_errors(Q, "b1", ids[1:3])
-    storage.restore_errors(Q, "b1", ids[1:2])  # back before the position
-    storage.count_errors(Q, step=3)
+    storage.errors.trash_errors(Q, "b1", ids[1:3])
+    storage.errors.restore_errors(Q, "b1", ids[1:2])  # back before the position
+    storage.errors.count_errors(Q, step=3)
     assert counted(storage) == recount(storage)

@@ -64,7 +64,7 @@ def test_a_task_expired_before_its_first_fetch_never_runs(storage: Storage) -> N
     live = t.add.enqueue((2, 2), expires=60)
     plain = t.add.delay(3, 3)
     age(storage, gone.id)
-    leased = storage.fetch(Q, "w1", "t", 60_000, 5)
+    leased = storage.leases.fetch(Q, "w1", "t", 60_000, 5)
     assert [x.id for x in leased] == [live.id, plain.id]  # the fetch went on past it
     assert leased[0].expires_at is not None and leased[1].expires_at is None
     assert ztq.ping(gone) == "expired"
@@ -84,7 +84,7 @@ def test_expired_tasks_are_counted_like_done_and_failed(storage: Storage) -> Non
     ids = [t.add.enqueue((n, 0), expires=60).id for n in range(3)]
     for i in ids:
         age(storage, i)
-    assert storage.fetch(Q, "w1", "t", 60_000, 5) == []
+    assert storage.leases.fetch(Q, "w1", "t", 60_000, 5) == []
     totals = timings.totals(storage, [Q])[Q]
     assert totals.expired == 3 and totals.done == 0 and totals.failed == 0
     [row] = queues.queue_stats(storage, [Q])
@@ -95,8 +95,8 @@ def test_a_task_expired_while_delayed_ends_at_its_fetch(storage: Storage) -> Non
     h = t.add.enqueue((1, 2), delay=1, expires=60)
     age(storage, h.id)
     storage.client.zadd(storage.keys.delayed(Q), {h.id: 0})  # due now
-    assert storage.promote(Q).moved == 1  # the promoter leaves it to the fetch
-    assert storage.fetch(Q, "w1", "t", 60_000, 1) == []
+    assert storage.tasks.promote(Q).moved == 1  # the promoter leaves it to the fetch
+    assert storage.leases.fetch(Q, "w1", "t", 60_000, 1) == []
     assert ztq.ping(h) == "expired"
 
 
@@ -114,11 +114,11 @@ def test_a_due_time_at_or_after_the_expiry_is_refused(storage: Storage, due: dic
 
 def test_a_retry_after_the_expiry_does_not_run(storage: Storage) -> None:
     h = t.add.enqueue((1, 2), expires=60, retries=3)
-    [lease] = storage.fetch(Q, "w1", "t", 60_000, 1)
-    storage.fail(Q, "w1", lease.id, lease.token, "x", "E: e", "", retry_delay_ms=0)
-    assert storage.promote(Q).moved == 1
+    [lease] = storage.leases.fetch(Q, "w1", "t", 60_000, 1)
+    storage.leases.fail(Q, "w1", lease.id, lease.token, "x", "E: e", "", retry_delay_ms=0)
+    assert storage.tasks.promote(Q).moved == 1
     age(storage, h.id)
-    assert storage.fetch(Q, "w1", "t", 60_000, 1) == []
+    assert storage.leases.fetch(Q, "w1", "t", 60_000, 1) == []
     meta = meta_of(storage, h.id)
     assert meta["state"] == "expired" and meta["failures"] == 1
     assert [e["status"] for e in history(storage)] == ["retry", "expired"]
@@ -126,13 +126,13 @@ def test_a_retry_after_the_expiry_does_not_run(storage: Storage) -> None:
 
 def test_a_reaped_run_after_the_expiry_does_not_run_again(storage: Storage) -> None:
     h = t.add.enqueue((1, 2), expires=60)
-    storage.fetch(Q, "w1", "t", 1, 1)
+    storage.leases.fetch(Q, "w1", "t", 1, 1)
     age(storage, h.id)
     import time
 
     time.sleep(0.005)  # the 1 ms lease is over
-    assert [o for _, _, o in storage.reap(Q, max_lost=3).items] == ["ready"]
-    assert storage.fetch(Q, "w2", "t", 60_000, 1) == []
+    assert [o for _, _, o in storage.leases.reap(Q, max_lost=3).items] == ["ready"]
+    assert storage.leases.fetch(Q, "w2", "t", 60_000, 1) == []
     assert ztq.ping(h) == "expired"
 
 
@@ -140,12 +140,12 @@ def test_a_task_with_an_expiry_is_not_handed_to_an_idle_executor(storage: Storag
     """The executor's blocked read of the hand list can return late (its idle hooks run
     first) and carries no expiry: a task with one waits in the ready list, for a fetch
     (which checks the expiry); one without is handed over as before."""
-    [name, keys, args] = storage.fetch_op(Q, "w1", "t", 60_000, 1, wait_ms=5000)
+    [name, keys, args] = storage.leases.fetch_op(Q, "w1", "t", 60_000, 1, wait_ms=5000)
     assert storage.call(name, keys, args)[0] == 1  # registered as the queue's waiter
     h = t.add.enqueue((1, 2), expires=60)
     assert meta_of(storage, h.id)["state"] == "queued"
     age(storage, h.id)
-    assert storage.fetch(Q, "w1", "t", 60_000, 2) == []
+    assert storage.leases.fetch(Q, "w1", "t", 60_000, 2) == []
     assert ztq.ping(h) == "expired"
     assert storage.call(name, keys, args)[0] == 1  # the waiter again
     plain = t.add.delay(7, 7)
@@ -156,12 +156,12 @@ def test_a_rerun_asked_while_it_runs_does_not_inherit_the_expiry(storage: Storag
     """An identical enqueue while the task runs asks for one more run: a new series, which
     the first call's expiry does not end (it ran; the rerun runs too)."""
     h = t.add.enqueue((1, 2), expires=60)
-    [lease] = storage.fetch(Q, "w1", "t", 60_000, 1)
+    [lease] = storage.leases.fetch(Q, "w1", "t", 60_000, 1)
     age(storage, h.id)
     assert t.add.enqueue((1, 2), expires=3600).outcome == "rerun"
-    assert storage.ack(Q, "w1", [Finished(h.id, lease.token, "x", "3")]) == []
+    assert storage.leases.ack(Q, "w1", [Finished(h.id, lease.token, "x", "3")]) == []
     assert "exp" not in meta_of(storage, h.id)
-    [again] = storage.fetch(Q, "w1", "t", 60_000, 1)
+    [again] = storage.leases.fetch(Q, "w1", "t", 60_000, 1)
     assert again.id == h.id and ztq.ping(h) == "running"
 
 
@@ -173,9 +173,9 @@ def test_an_enqueue_replaces_a_waiting_copy_whose_expiry_passed(storage: Storage
     again = t.add.enqueue((1, 2), expires=3600)
     assert again.id == h.id and again.outcome == "added"
     assert meta_of(storage, h.id)["exp"] > redis_ms(storage) + 3_000_000
-    [lease] = storage.fetch(Q, "w1", "t", 60_000, 5)
+    [lease] = storage.leases.fetch(Q, "w1", "t", 60_000, 5)
     assert lease.id == h.id and ztq.ping(h) == "running"
-    assert storage.fetch(Q, "w1", "t", 60_000, 5) == []  # its old entry was a leftover
+    assert storage.leases.fetch(Q, "w1", "t", 60_000, 5) == []  # its old entry was a leftover
 
 
 def test_a_fetch_sweeps_expired_records_no_ack_would(storage: Storage) -> None:
@@ -184,15 +184,15 @@ def test_a_fetch_sweeps_expired_records_no_ack_would(storage: Storage) -> None:
     handles = [t.add.enqueue((i, 0), expires=60) for i in range(30)]
     for h in handles:
         age(storage, h.id)
-    [name, keys, args] = storage.fetch_op(Q, "w1", "t", 60_000, 1, result_ttl_ms=1)
+    [name, keys, args] = storage.leases.fetch_op(Q, "w1", "t", 60_000, 1, result_ttl_ms=1)
     assert storage.call(name, keys, args)[2:] == []  # all ended as expired
     assert storage.client.zcard(storage.keys.done(Q)) == 30
     start = redis_ms(storage)
     while redis_ms(storage) < start + 3:
         pass
-    assert storage.fetch(Q, "w1", "t", 60_000, 1) == []
+    assert storage.leases.fetch(Q, "w1", "t", 60_000, 1) == []
     assert storage.client.hlen(storage.keys.tasks(Q)) == 10  # 20 a call: bounded work
-    assert storage.fetch(Q, "w1", "t", 60_000, 1) == []
+    assert storage.leases.fetch(Q, "w1", "t", 60_000, 1) == []
     assert storage.client.hlen(storage.keys.tasks(Q)) == 0
     assert storage.client.zcard(storage.keys.done(Q)) == 0
 
@@ -200,41 +200,41 @@ def test_a_fetch_sweeps_expired_records_no_ack_would(storage: Storage) -> None:
 def test_an_identical_enqueue_of_an_expired_task_runs_afresh(storage: Storage) -> None:
     h = t.add.enqueue((1, 2), expires=60)
     age(storage, h.id)
-    storage.fetch(Q, "w1", "t", 60_000, 1)
+    storage.leases.fetch(Q, "w1", "t", 60_000, 1)
     again = t.add.enqueue((1, 2), expires=60)
     assert again.id == h.id and again.outcome == "added"
     assert storage.client.zscore(storage.keys.done(Q), h.id) is None
-    [lease] = storage.fetch(Q, "w1", "t", 60_000, 1)
-    storage.ack(Q, "w1", [Finished(lease.id, lease.token, "x", "3")])
+    [lease] = storage.leases.fetch(Q, "w1", "t", 60_000, 1)
+    storage.leases.ack(Q, "w1", [Finished(lease.id, lease.token, "x", "3")])
     assert h.get(timeout=5) == 3
 
 
 def test_a_redo_of_a_failed_task_clears_its_expiry(storage: Storage) -> None:
     h = t.add.enqueue((1, 2), expires=60)
-    [lease] = storage.fetch(Q, "w1", "t", 60_000, 1)
-    storage.fail(Q, "w1", lease.id, lease.token, "x", "E: e", "", retry_delay_ms=-1)
+    [lease] = storage.leases.fetch(Q, "w1", "t", 60_000, 1)
+    storage.leases.fail(Q, "w1", lease.id, lease.token, "x", "E: e", "", retry_delay_ms=-1)
     age(storage, h.id)
-    assert storage.requeue(Q, "error", [h.id]) == 1  # the CLI's redo; the console's: redo.lua
+    assert storage.tasks.requeue(Q, "error", [h.id]) == 1  # the CLI's redo; the console's: redo.lua
     assert "exp" not in meta_of(storage, h.id)
-    [lease] = storage.fetch(Q, "w1", "t", 60_000, 1)
+    [lease] = storage.leases.fetch(Q, "w1", "t", 60_000, 1)
     assert lease.id == h.id
 
 
 def test_an_expired_record_goes_with_its_result_ttl(storage: Storage) -> None:
     h = t.add.enqueue((1, 2), expires=60)
     age(storage, h.id)
-    name, keys, args = storage.fetch_op(Q, "w1", "t", 60_000, 1, result_ttl_ms=0)
+    name, keys, args = storage.leases.fetch_op(Q, "w1", "t", 60_000, 1, result_ttl_ms=0)
     storage.call(name, keys, args)
     assert storage.client.hget(storage.keys.tasks(Q), h.id) is None  # dropped at once
     with pytest.raises(TaskExpired):  # the history says how it ended
         h.get(timeout=5)
     other = t.add.enqueue((5, 5), expires=60)
     age(storage, other.id)
-    storage.fetch(Q, "w1", "t", 60_000, 1)
+    storage.leases.fetch(Q, "w1", "t", 60_000, 1)
     storage.client.zadd(storage.keys.done(Q), {other.id: 0})  # its result ttl ran out
     t.add.delay(9, 9)
-    [lease] = storage.fetch(Q, "w1", "t", 60_000, 1)
-    storage.ack(Q, "w1", [Finished(lease.id, lease.token, "x", "")])  # cleans old records
+    [lease] = storage.leases.fetch(Q, "w1", "t", 60_000, 1)
+    storage.leases.ack(Q, "w1", [Finished(lease.id, lease.token, "x", "")])  # cleans old records
     assert storage.client.hget(storage.keys.tasks(Q), other.id) is None
     with pytest.raises((TaskExpired, NotFound)):
         other.get(timeout=5)
@@ -270,11 +270,11 @@ def test_the_doc_examples_run_as_they_say(
     said = re.search(r"print\(exc\)  # (.*)", before)
     assert said and capsys.readouterr().out == said.group(1) + "\n"
     h = namespace["h"]
-    assert storage.pending_count("mail") == 3
+    assert storage.queues.pending_count("mail") == 3
     assert "exp" not in meta_of(storage, namespace["send_reset_mail"].prepare((44,)).resolve_id(),
                                 "mail")  # fmt: skip
     age(storage, h.id, "mail")  # the hour passed; a worker's fetch meets it
-    assert [x.id for x in storage.fetch("mail", "w", "t", 60_000, 5)] != [h.id]
+    assert [x.id for x in storage.leases.fetch("mail", "w", "t", 60_000, 5)] != [h.id]
     exec(compile(after, "docs/queue-controls.md", "exec"), namespace)  # noqa: S102
 
 

@@ -1,6 +1,6 @@
-"""The packed path's connections (core/engine/scripts.py, HeldConnections): one per thread and pool,
-held for the thread's life, closed with the thread, by ``Storage.close`` and after a demoted
-master's READONLY, so that the next call connects afresh."""
+"""The packed path's connections (core/engine/wire/framing.py, HeldConnections): one per
+thread and pool, held for the thread's life, closed with the thread, by ``Storage.close`` and
+after a demoted master's READONLY, so that the next call connects afresh."""
 
 from __future__ import annotations
 

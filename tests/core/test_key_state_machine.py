@@ -115,7 +115,7 @@ class KeyMachine(hs.RuleBasedStateMachine):
     def enqueue(self, task_id: str, key: str, prio: str, first: bool) -> None:
         payload = json.dumps(["model.t", [task_id]])
         entry = EnqueueEntry(task_id, payload, keyed_level(prio, key, None, None), first=first)
-        (_, outcome) = self.storage.call(*self.storage.enqueue_op(Q, [entry]))
+        (_, outcome) = self.storage.call(*self.storage.tasks.enqueue_op(Q, [entry]))
         state = self.state.get(task_id)
         if state == "queued":
             if not first:
@@ -140,7 +140,7 @@ class KeyMachine(hs.RuleBasedStateMachine):
     @hs.rule(thread=st.sampled_from(THREADS), n=st.integers(1, 4))
     def fetch(self, thread: tuple[str, str], n: int) -> None:
         before = {k: self.eligible(k) for k in KEYS}
-        got = self.storage.fetch(Q, thread[0], thread[1], 3_600_000, n)
+        got = self.storage.leases.fetch(Q, thread[0], thread[1], 3_600_000, n)
         taken: dict[str, int] = {}
         for lease in got:
             key = self.key[lease.id]
@@ -175,19 +175,19 @@ class KeyMachine(hs.RuleBasedStateMachine):
             STATS["parked key freed"] = STATS.get("parked key freed", 0) + 1
         st_ = self.storage
         if move == "ack":
-            assert st_.ack(Q, worker, [Finished(task_id, lease.token, "model.t")]) == []
+            assert st_.leases.ack(Q, worker, [Finished(task_id, lease.token, "model.t")]) == []
         elif move == "fail":
-            assert st_.fail(Q, worker, task_id, lease.token, "model.t", "E: x", "") in (
+            assert st_.leases.fail(Q, worker, task_id, lease.token, "model.t", "E: x", "") in (
                 "error",
                 "rerun",
             )
         elif move == "release":
-            assert st_.release(Q, worker, [(task_id, lease.token)]) == 1
+            assert st_.leases.release(Q, worker, [(task_id, lease.token)]) == 1
             self.give_back(task_id)
             return
         else:  # its worker died: the lease lapses and a reaper hands the task back
             st_.client.zadd(st_.keys.running(Q), {task_id: 1})
-            assert [i for i, _, _ in st_.reap(Q, 99).items] == [task_id]
+            assert [i for i, _, _ in st_.leases.reap(Q, 99).items] == [task_id]
             self.lost.append(((worker, thread), lease))
             self.give_back(task_id)
             return
@@ -205,12 +205,12 @@ class KeyMachine(hs.RuleBasedStateMachine):
     def late_ack(self, data: st.DataObject) -> None:
         """A reaped run's ack comes late: refused (fenced), no slot freed twice."""
         (worker, _), lease = data.draw(st.sampled_from(self.lost))
-        refused = self.storage.ack(Q, worker, [Finished(lease.id, lease.token, "model.t")])
+        refused = self.storage.leases.ack(Q, worker, [Finished(lease.id, lease.token, "model.t")])
         assert refused == ([] if lease.id not in self.state else [lease.id])  # gone: not refused
 
     @hs.rule(task_id=st.sampled_from(IDS))
     def cancel(self, task_id: str) -> None:
-        deleted, _ = self.storage.remove(Q, [task_id], cancel=True)
+        deleted, _ = self.storage.tasks.remove(Q, [task_id], cancel=True)
         if self.state.get(task_id) == "queued":
             assert deleted == 1
             self.waiting[self.key[task_id]][self.prio[task_id]].remove(task_id)
@@ -227,7 +227,7 @@ class KeyMachine(hs.RuleBasedStateMachine):
 
     @hs.rule(key=st.sampled_from(KEYS), on=st.booleans())
     def pause(self, key: str, on: bool) -> None:
-        self.storage.pause_key(Q, key, on)
+        self.storage.key_turns.pause_key(Q, key, on)
         (self.paused.add if on else self.paused.discard)(key)
 
     # -- invariants --------------------------------------------------------------------------
@@ -236,7 +236,7 @@ class KeyMachine(hs.RuleBasedStateMachine):
         c = self.storage.client
         p = f"ztq:{{{Q}}}:"
         for task_id, state in self.state.items():
-            rec = self.storage.record(Q, task_id)
+            rec = self.storage.tasks.record(Q, task_id)
             assert rec is not None and rec.state.value == state, (task_id, rec, state)
             assert rec.meta["key"] == self.key[task_id]
         wait = {
@@ -249,7 +249,7 @@ class KeyMachine(hs.RuleBasedStateMachine):
         }
         assert wait == {k: self.queued(k) for k in KEYS if self.queued(k)}
         assert run == {k: self.running(k) for k in KEYS if self.running(k)}
-        assert self.storage.pending_count(Q) == sum(wait.values())
+        assert self.storage.queues.pending_count(Q) == sum(wait.values())
         # the live entries of each key's lists, in order, are the model's
         for key in KEYS:
             for level in LEVELS:
@@ -259,7 +259,7 @@ class KeyMachine(hs.RuleBasedStateMachine):
                 ]
                 live = []
                 for e in entries:
-                    rec = self.storage.record(Q, e.split("#")[0])
+                    rec = self.storage.tasks.record(Q, e.split("#")[0])
                     if rec and rec.state.value == "queued" and rec.meta.get("entry") == e:
                         live.append(e.split("#")[0])
                 assert live == list(self.waiting[key][level]), (key, level, entries)

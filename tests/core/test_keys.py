@@ -20,20 +20,20 @@ from ztq.core.errors import InvalidOption
 
 
 def take(storage: Storage, n: int = 1, worker: str = "w1", lease_ms: int = 60_000) -> list[Leased]:
-    return storage.fetch(Q, worker, "t", lease_ms, n)
+    return storage.leases.fetch(Q, worker, "t", lease_ms, n)
 
 
 def ack(storage: Storage, leases: list[Leased], worker: str = "w1") -> None:
-    assert storage.ack(Q, worker, [Finished(x.id, x.token, "t") for x in leases]) == []
+    assert storage.leases.ack(Q, worker, [Finished(x.id, x.token, "t") for x in leases]) == []
 
 
 def key_of(storage: Storage, lease: Leased) -> str:
-    return storage.record(Q, lease.id).meta["key"]  # type: ignore[union-attr]
+    return storage.tasks.record(Q, lease.id).meta["key"]  # type: ignore[union-attr]
 
 
 def test_the_key_is_checked_at_enqueue_and_stored(storage: Storage) -> None:
     h = send_mail.delay("acme", 1)
-    assert storage.record(Q, h.id).meta["key"] == "acme"  # type: ignore[union-attr]
+    assert storage.tasks.record(Q, h.id).meta["key"] == "acme"  # type: ignore[union-attr]
     assert crawl.prepare(("example.org",)).key == "host:example.org"
     assert send_mail.prepare(("x", 1), key="other").key == "other"
     assert send_mail.prepare((7, 1)).key == "7"  # an int argument is written as a str
@@ -43,7 +43,7 @@ def test_the_key_is_checked_at_enqueue_and_stored(storage: Storage) -> None:
         assert "\n" not in str(err.value)
     with pytest.raises(InvalidOption, match="key must be"):
         plain.enqueue((1,), key="\x00")
-    assert storage.pending_count(Q) == 1  # nothing written by the refused ones
+    assert storage.queues.pending_count(Q) == 1  # nothing written by the refused ones
     with pytest.raises(InvalidOption, match="concurrency must be an int >= 1"):
         ztq.task(queue=Q, key="a", concurrency=0)(lambda a: None)
     with pytest.raises(InvalidOption, match="rate_limit must be"):
@@ -59,9 +59,9 @@ def test_a_keyed_task_with_its_own_rate_limit_is_refused_not_ignored(storage: St
                  lambda: own_rate.prepare(("acme",), key="acme")):  # fmt: skip
         with pytest.raises(InvalidOption, match="rate_limit='20/s' would not be enforced"):
             call()
-    assert storage.pending_count("own-rate") == 0
+    assert storage.queues.pending_count("own-rate") == 0
     assert own_rate.delay("acme").id  # without a key it goes as before
-    assert storage.pending_count("own-rate") == 1
+    assert storage.queues.pending_count("own-rate") == 1
 
 
 def test_keys_take_turns_a_small_key_is_not_behind_a_big_one(storage: Storage) -> None:
@@ -73,11 +73,11 @@ def test_keys_take_turns_a_small_key_is_not_behind_a_big_one(storage: Storage) -
     order = []
     for _ in range(8):
         (lease,) = take(storage)
-        order.append(storage.record(Q, lease.id).meta.get("key"))  # type: ignore[union-attr]
+        order.append(storage.tasks.record(Q, lease.id).meta.get("key"))  # type: ignore[union-attr]
         ack(storage, [lease])
     # the key-less task first (its own lists), then big and small in turn
     assert order == [None, "big", "small", "big", "small", "big", "small", "big"]
-    assert storage.pending_count(Q) == 54 - 8
+    assert storage.queues.pending_count(Q) == 54 - 8
 
 
 def test_a_key_at_its_limit_does_not_hold_up_the_others(storage: Storage) -> None:
@@ -95,9 +95,9 @@ def test_a_key_at_its_limit_does_not_hold_up_the_others(storage: Storage) -> Non
     assert key_of(storage, again) == "a"
     # a failure frees a slot too, and so does a release
     b = [x for x in got if key_of(storage, x) == "b"]
-    storage.fail(Q, "w1", b[0].id, b[0].token, "t", "E: x", "")
+    storage.leases.fail(Q, "w1", b[0].id, b[0].token, "t", "E: x", "")
     assert [key_of(storage, x) for x in take(storage, 10, "w3")] == ["b"]
-    assert storage.release(Q, "w1", [(b[1].id, b[1].token)]) == 1
+    assert storage.leases.release(Q, "w1", [(b[1].id, b[1].token)]) == 1
     assert [key_of(storage, x) for x in take(storage, 10, "w3")] == ["b"]
 
 
@@ -108,12 +108,12 @@ def test_a_dead_workers_slot_frees_when_its_lease_is_reaped(storage: Storage) ->
     assert len(got) == 2
     assert take(storage, 10, "w2") == []
     deadline = time.monotonic() + 5
-    while not storage.reap(Q, max_lost=5).items and time.monotonic() < deadline:
+    while not storage.leases.reap(Q, max_lost=5).items and time.monotonic() < deadline:
         time.sleep(0.02)
     again = take(storage, 10, "w2")
     assert len(again) == 2  # the two reaped leases freed their slots: 2 of the 3 run
     # the dead worker's late ack is refused (fenced) and frees nothing twice
-    assert storage.ack(Q, "w1", [Finished(x.id, x.token, "t") for x in got]) != []
+    assert storage.leases.ack(Q, "w1", [Finished(x.id, x.token, "t") for x in got]) != []
     assert take(storage, 10, "w3") == []
     ack(storage, again, "w2")
     assert len(take(storage, 10, "w3")) == 1
@@ -125,14 +125,14 @@ def test_dedup_delete_first_and_expiry_keep_their_meaning(storage: Storage) -> N
     h2 = send_mail.delay("a", 2)
     h3 = send_mail.enqueue(("a", 3), first=True)  # the head of its key
     assert h2.cancel()
-    assert storage.pending_count(Q) == 2
+    assert storage.queues.pending_count(Q) == 2
     order = [x.id for x in take(storage, 10)]
     assert order == [h3.id, h1.id]
     h4 = send_mail.enqueue(("c", 1), expires=0.05)
     time.sleep(0.1)  # the expiry passes (Redis's clock)
     assert take(storage, 10, "w2") == []
-    assert storage.record(Q, h4.id).state == "expired"  # type: ignore[union-attr]
-    assert storage.pending_count(Q) == 0
+    assert storage.tasks.record(Q, h4.id).state == "expired"  # type: ignore[union-attr]
+    assert storage.queues.pending_count(Q) == 0
 
 
 def test_a_per_key_rate_takes_the_tokens_there_are_and_names_the_next(storage: Storage) -> None:
@@ -141,16 +141,18 @@ def test_a_per_key_rate_takes_the_tokens_there_are_and_names_the_next(storage: S
         call_api.delay("y", i)
     # three fetches back to back in one round trip: none of the 200 ms passes between them,
     # however slow the machine
-    replies = storage.execute([storage.fetch_op(Q, w, "t", 60_000, 10) for w in ("w1", "w2", "w3")])
-    got = storage.parse_fetch(Q, replies[0])
+    replies = storage.execute(
+        [storage.leases.fetch_op(Q, w, "t", 60_000, 10) for w in ("w1", "w2", "w3")]
+    )
+    got = storage.leases.parse_fetch(Q, replies[0])
     assert sorted(key_of(storage, x) for x in got) == ["x", "y"]  # a token each, no more
-    assert storage.parse_fetch(Q, replies[1]) == []
-    wait = storage.fetch_throttled(replies[1])
+    assert storage.leases.parse_fetch(Q, replies[1]) == []
+    wait = storage.leases.fetch_throttled(replies[1])
     assert wait is not None and 0 < wait <= 0.2  # this executor fetches at the next token
-    assert storage.fetch_throttled(replies[2]) == math.inf  # another one sleeps until woken
+    assert storage.leases.fetch_throttled(replies[2]) == math.inf  # another one sleeps until woken
     time.sleep(wait)
     assert sorted(key_of(storage, x) for x in take(storage, 10, "w2")) == ["x", "y"]
-    assert storage.pending_count(Q) == 4  # the throttled ones wait, never failed
+    assert storage.queues.pending_count(Q) == 4  # the throttled ones wait, never failed
 
 
 def test_a_per_key_rate_holds_over_every_window(storage: Storage) -> None:
@@ -165,7 +167,7 @@ def test_a_per_key_rate_holds_over_every_window(storage: Storage) -> None:
     while redis_ms(storage) - begin < 1300 or min(map(len, starts.values())) < 6:
         assert redis_ms(storage) - begin < 20_000, starts
         for lease in take(storage, 20):
-            rec = storage.record(Q, lease.id)
+            rec = storage.tasks.record(Q, lease.id)
             assert rec is not None
             if "key" in rec.meta:
                 starts[rec.meta["key"]].append(int(rec.meta["started"]))
@@ -190,17 +192,17 @@ def test_the_doc_example_runs_as_it_says(
     exec(compile(example, "docs/queue-controls.md", "exec"), {"__name__": "docs_keys"})  # noqa: S102
     said = re.findall(r"^print\(.*\)\n# (.*)", example, re.M)
     assert capsys.readouterr().out.splitlines() == [said[0].split(":")[0], said[1]]
-    assert storage.queue_limits("mailer").key_concurrency == 10
+    assert storage.queues.queue_limits("mailer").key_concurrency == 10
 
 
 def test_a_queue_with_keyed_tasks_is_not_forgotten(storage: Storage) -> None:
     h = send_mail.delay("acme", 1)
-    assert storage.forget_idle_queue(Q) == f"{Q} holds 1 keys with tasks waiting"
+    assert storage.queues.forget_idle_queue(Q) == f"{Q} holds 1 keys with tasks waiting"
     [lease] = take(storage)
-    assert storage.forget_idle_queue(Q).startswith(f"{Q} holds 1 ")  # running
+    assert storage.queues.forget_idle_queue(Q).startswith(f"{Q} holds 1 ")  # running
     ack(storage, [lease])
-    storage.remove(Q, [h.id])
-    assert storage.forget_idle_queue(Q) == ""
+    storage.tasks.remove(Q, [h.id])
+    assert storage.queues.forget_idle_queue(Q) == ""
     assert not [k for k in storage.client.scan_iter(match=f"ztq:{{{Q}}}:k:[!r]*")]
 
 
@@ -210,12 +212,12 @@ def test_an_executor_that_took_other_work_leaves_a_keys_next_token(storage: Stor
     slow_api.delay("x", 1)
     slow_api.delay("x", 2)  # 1/m per key: the second waits a minute
     assert len(take(storage, 10)) == 1
-    reply = storage.call(*storage.fetch_op(Q, "w2", "t", 60_000, 10))
-    assert 0 < (storage.fetch_throttled(reply) or 0) <= 60  # w2 is registered for it
-    assert storage.rate_leave(Q, "w3", "t") is False  # not w3's: left as it is
-    assert storage.rate_leave(Q, "w2", "t")  # w2 took other work: it leaves the token
-    reply = storage.call(*storage.fetch_op(Q, "w3", "t", 60_000, 10))
-    assert 0 < (storage.fetch_throttled(reply) or 0) <= 60  # w3 registers in its place
+    reply = storage.call(*storage.leases.fetch_op(Q, "w2", "t", 60_000, 10))
+    assert 0 < (storage.leases.fetch_throttled(reply) or 0) <= 60  # w2 is registered for it
+    assert storage.queues.rate_leave(Q, "w3", "t") is False  # not w3's: left as it is
+    assert storage.queues.rate_leave(Q, "w2", "t")  # w2 took other work: it leaves the token
+    reply = storage.call(*storage.leases.fetch_op(Q, "w3", "t", 60_000, 10))
+    assert 0 < (storage.leases.fetch_throttled(reply) or 0) <= 60  # w3 registers in its place
 
 
 def test_delays_retries_and_the_pending_limit_keep_their_meaning(storage: Storage) -> None:
@@ -223,14 +225,17 @@ def test_delays_retries_and_the_pending_limit_keep_their_meaning(storage: Storag
     send_mail.delay("b", 1)
     assert [key_of(storage, x) for x in take(storage, 10)] == ["b"]
     deadline = time.monotonic() + 5
-    while storage.promote(Q).moved == 0 and time.monotonic() < deadline:
+    while storage.tasks.promote(Q).moved == 0 and time.monotonic() < deadline:
         time.sleep(0.01)  # its due time passes on Redis's clock
     [lease] = take(storage, 10)
     assert lease.id == h.id
     # a failed run retried later: its slot frees at the failure, it waits in `delayed`,
     # and comes back to its key's list
-    assert storage.fail(Q, "w1", h.id, lease.token, "t", "E: x", "", retry_delay_ms=1) == "retry"
-    while storage.promote(Q).moved == 0 and time.monotonic() < deadline:
+    assert (
+        storage.leases.fail(Q, "w1", h.id, lease.token, "t", "E: x", "", retry_delay_ms=1)
+        == "retry"
+    )
+    while storage.tasks.promote(Q).moved == 0 and time.monotonic() < deadline:
         time.sleep(0.01)
     [again] = take(storage, 10)
     assert again.id == h.id and again.failures == 1
@@ -269,16 +274,16 @@ def test_a_purge_of_ready_takes_the_keyed_tasks_too(storage: Storage) -> None:
     assert stale.cancel()  # a leftover entry in beta's list: dropped, not counted
     with ztq.batch() as b:
         member = send_mail.delay("gamma", 1)
-    assert storage.pending_count(Q) == 8
-    deleted, taken = storage.remove(Q, purge="ready", limit=3)
+    assert storage.queues.pending_count(Q) == 8
+    deleted, taken = storage.tasks.remove(Q, purge="ready", limit=3)
     assert (deleted, taken) == (3, 3)
     total = deleted
     while taken:
-        deleted, taken = storage.remove(Q, purge="ready", limit=3)
+        deleted, taken = storage.tasks.remove(Q, purge="ready", limit=3)
         total += deleted
     assert total == 8
-    assert storage.pending_count(Q) == 0
-    assert storage.record(Q, member.id) is None
+    assert storage.queues.pending_count(Q) == 0
+    assert storage.tasks.record(Q, member.id) is None
     relay(storage, [Q])
     assert b.status().failed == 1
     assert take(storage, 10) == []
@@ -292,8 +297,8 @@ def test_a_weighted_key_takes_its_weight_in_tasks_each_turn(storage: Storage) ->
     for n in range(12):  # crawl has no running limit: each fetch below acks before the next
         for host in ("gold", "tin", "zinc"):
             crawl.delay(host, n)  # key "host:<host>"
-    storage.weigh_key(Q, "host:gold", 3)
-    [gold] = [k for k in storage.key_totals(Q).top if k.key == "host:gold"]
+    storage.key_turns.weigh_key(Q, "host:gold", 3)
+    [gold] = [k for k in storage.key_turns.key_totals(Q).top if k.key == "host:gold"]
     assert gold.weight == 3
     order = []
     for size in (1, 2, 1, 4, 2):  # one-by-one and batched fetches see the same turns
@@ -302,11 +307,11 @@ def test_a_weighted_key_takes_its_weight_in_tasks_each_turn(storage: Storage) ->
         ack(storage, got)
     turn = ["gold", "gold", "gold", "tin", "zinc"]
     assert order == turn * 2, order
-    storage.weigh_key(Q, "host:gold", 1)  # back to one a turn
+    storage.key_turns.weigh_key(Q, "host:gold", 1)  # back to one a turn
     got = take(storage, 6)
     assert [key_of(storage, x)[5:] for x in got] == ["gold", "tin", "zinc"] * 2
     for bad in (0, 1001, 2.5, "3", True):
         with pytest.raises(InvalidOption, match="weight is an int from 1 to 1000"):
-            storage.weigh_key(Q, "gold", bad)  # type: ignore[arg-type]
+            storage.key_turns.weigh_key(Q, "gold", bad)  # type: ignore[arg-type]
     with pytest.raises(InvalidOption, match="key must be"):
-        storage.weigh_key(Q, "a\nb", 2)
+        storage.key_turns.weigh_key(Q, "a\nb", 2)

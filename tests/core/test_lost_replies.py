@@ -44,7 +44,7 @@ def storage(proxy: ReplyDropper, redis_url: str) -> Iterator[Storage]:
 
 def enqueue(storage: Storage, *ids: str) -> None:
     entries = [EnqueueEntry(i, json.dumps(["lost.t", [i]])) for i in ids]
-    storage.execute([storage.enqueue_op(Q, entries)])
+    storage.execute([storage.tasks.enqueue_op(Q, entries)])
 
 
 def meta(storage: Storage, task_id: str) -> dict[str, object]:
@@ -61,25 +61,25 @@ def test_a_fetch_whose_reply_was_lost_gets_its_lease_again(
     """Not a second task while the first idles until its lease runs out, and one attempt."""
     enqueue(storage, "a", "b")
     proxy.arm("fetch")
-    [lease] = storage.fetch(Q, W, T, 30_000, 1)
+    [lease] = storage.leases.fetch(Q, W, T, 30_000, 1)
     assert proxy.dropped == 1
     assert lease.id == "a" and meta(storage, "a")["attempts"] == 1
     assert meta(storage, "a")["fence"] == str(lease.token)
     assert meta(storage, "b")["state"] == "queued"  # the retry took nothing new
     assert storage.client.zcard(storage.keys.running(Q)) == 1
-    [nxt] = storage.fetch(Q, W, T, 30_000, 1)  # the reply was read: a new request
+    [nxt] = storage.leases.fetch(Q, W, T, 30_000, 1)  # the reply was read: a new request
     assert nxt.id == "b"
 
 
 def test_an_ack_whose_reply_was_lost_is_not_refused(storage: Storage, proxy: ReplyDropper) -> None:
     enqueue(storage, "a")
-    [lease] = storage.fetch(Q, W, T, 30_000, 1)
+    [lease] = storage.leases.fetch(Q, W, T, 30_000, 1)
     proxy.arm("ack")
-    assert storage.ack(Q, W, [Finished("a", lease.token, "lost.t", "1")]) == []
+    assert storage.leases.ack(Q, W, [Finished("a", lease.token, "lost.t", "1")]) == []
     assert proxy.dropped == 1
     assert meta(storage, "a")["state"] == "done" and runs(storage) == 1  # applied once
     # a worker that kept the ack and sends it again much later: not refused either
-    assert storage.ack(Q, W, [Finished("a", lease.token, "lost.t", "1")]) == []
+    assert storage.leases.ack(Q, W, [Finished("a", lease.token, "lost.t", "1")]) == []
     assert runs(storage) == 1
 
 
@@ -87,12 +87,15 @@ def test_a_failure_whose_reply_was_lost_gets_the_same_answer(
     storage: Storage, proxy: ReplyDropper
 ) -> None:
     enqueue(storage, "a")
-    [lease] = storage.fetch(Q, W, T, 30_000, 1)
+    [lease] = storage.leases.fetch(Q, W, T, 30_000, 1)
     proxy.arm("fail")
-    got = storage.fail(Q, W, "a", lease.token, "lost.t", "E: x", "", retry_delay_ms=60_000)
+    got = storage.leases.fail(Q, W, "a", lease.token, "lost.t", "E: x", "", retry_delay_ms=60_000)
     assert proxy.dropped == 1
     assert got == "retry" and meta(storage, "a")["failures"] == 1 and runs(storage) == 1
-    assert storage.fail(Q, W, "a", lease.token, "lost.t", "E: x", "", retry_delay_ms=0) == "retry"
+    assert (
+        storage.leases.fail(Q, W, "a", lease.token, "lost.t", "E: x", "", retry_delay_ms=0)
+        == "retry"
+    )
     assert meta(storage, "a")["failures"] == 1
 
 
@@ -100,30 +103,30 @@ def test_a_renewal_whose_reply_was_lost_does_not_report_an_acked_run_lost(
     storage: Storage, proxy: ReplyDropper
 ) -> None:
     enqueue(storage, "a")
-    [lease] = storage.fetch(Q, W, T, 1_000, 1)
+    [lease] = storage.leases.fetch(Q, W, T, 1_000, 1)
     proxy.arm("renew")
-    assert storage.renew(Q, W, 60_000, [("a", lease.token)]) == []
+    assert storage.leases.renew(Q, W, 60_000, [("a", lease.token)]) == []
     assert proxy.dropped == 1
     deadline = storage.client.zscore(storage.keys.running(Q), "a")
     assert deadline is not None and deadline > storage.client.time()[0] * 1000 + 30_000
     # the heartbeat's renewal crossed the run's ack (its reply lost, sent again after)
-    storage.ack(Q, W, [Finished("a", lease.token, "lost.t")])
-    assert storage.renew(Q, W, 60_000, [("a", lease.token)]) == []
+    storage.leases.ack(Q, W, [Finished("a", lease.token, "lost.t")])
+    assert storage.leases.renew(Q, W, 60_000, [("a", lease.token)]) == []
 
 
 def test_a_worker_round_trip_whose_reply_was_lost(storage: Storage, proxy: ReplyDropper) -> None:
     """A worker's ack of a batch and fetch of the next in one pipeline, all its replies
     lost: the pipeline sent again acks nothing twice and gets the same leases."""
     enqueue(storage, "a", "b", "c")
-    [a] = storage.fetch(Q, W, T, 30_000, 1)
+    [a] = storage.leases.fetch(Q, W, T, 30_000, 1)
     ops = [
-        storage.ack_op(Q, W, [Finished("a", a.token, "lost.t")]),
-        storage.fetch_op(Q, W, T, 30_000, 1),
+        storage.leases.ack_op(Q, W, [Finished("a", a.token, "lost.t")]),
+        storage.leases.fetch_op(Q, W, T, 30_000, 1),
     ]
     proxy.arm("ack")
     refused, reply = storage.execute(ops)
     assert proxy.dropped == 1 and refused == []
-    [b] = storage.parse_fetch(Q, reply)
+    [b] = storage.leases.parse_fetch(Q, reply)
     assert b.id == "b" and meta(storage, "b")["attempts"] == 1 and runs(storage) == 1
     assert meta(storage, "c")["state"] == "queued"
 
@@ -138,14 +141,16 @@ def test_without_client_retries_the_next_round_trip_sends_the_same_request(
         enqueue(storage, "a", "b")
         proxy.arm("fetch")
         with pytest.raises(ConnectionFailed):
-            bare.execute([bare.fetch_op(Q, W, T, 30_000, 1)])
+            bare.execute([bare.leases.fetch_op(Q, W, T, 30_000, 1)])
         assert proxy.dropped == 1 and meta(bare, "a")["state"] == "running"
-        [lease] = bare.parse_fetch(Q, bare.execute([bare.fetch_op(Q, W, T, 30_000, 1)])[0])
+        [lease] = bare.leases.parse_fetch(
+            Q, bare.execute([bare.leases.fetch_op(Q, W, T, 30_000, 1)])[0]
+        )
         assert lease.id == "a" and meta(bare, "a")["attempts"] == 1
         proxy.arm("ack")
         with pytest.raises(ConnectionFailed):
-            bare.ack(Q, W, [Finished("a", lease.token, "lost.t")])
-        assert bare.ack(Q, W, [Finished("a", lease.token, "lost.t")]) == []  # sent again
+            bare.leases.ack(Q, W, [Finished("a", lease.token, "lost.t")])
+        assert bare.leases.ack(Q, W, [Finished("a", lease.token, "lost.t")]) == []  # sent again
         assert runs(bare) == 1
     finally:
         bare.close()

@@ -1,4 +1,4 @@
-"""Enqueue goes out as one prebuilt command (core/engine/scripts.py, PACKED): a function of ztq's
+"""Enqueue goes out as one prebuilt command (core/engine/packed.py, PACKED): a function of ztq's
 library (FCALL) on Redis 7, the script by SHA (EVALSHA) where functions are missing (Redis
 6.2) or denied (an ACL); the same replies as redis-py's path. A missing library is loaded
 and the calls sent again; NOSCRIPT and a dropped connection fall back to redis-py's path."""
@@ -134,13 +134,13 @@ def test_on_redis_62_enqueue_runs_the_script_by_sha(
 ) -> None:
     admin = on_redis_62
     loads: list[bool] = []
-    real = SCRIPTS._load_library
+    real = SCRIPTS.packed.load_library
 
     def counted(conn: object) -> bool:
         loads.append(real(conn))
         return loads[-1]
 
-    monkeypatch.setattr(SCRIPTS, "_load_library", counted)
+    monkeypatch.setattr(SCRIPTS.packed, "load_library", counted)
     assert outcomes_of_the_usual_calls() == USUAL
     # the first call: no FCALL, NOSCRIPT packed, then the general path (NOSCRIPT, loaded)
     assert no_evalsha == [SCRIPTS.sha["enqueue"]] * 2
@@ -185,13 +185,13 @@ def test_the_worker_scripts_run_as_functions_and_frame_nothing_kept(
     storage = ztq.get_storage()
     t.add.delay(1, 2)
     t.add.delay(2, 2)
-    kept = len(SCRIPTS._prefix)
+    kept = len(SCRIPTS.packed._prefix)
     for _ in range(300):
-        storage.fetch("empty", "w", "t", 1000, 1)
-    [a, b] = storage.fetch("default", "w", "t", 30_000, 2)
-    assert storage.renew("default", "w", 30_000, [(a.id, a.token), (b.id, b.token)]) == []
-    assert storage.ack("default", "w", [Finished(a.id, a.token, "x")]) == []
-    assert storage.fail("default", "w", b.id, b.token, "x", "E: e", "") == "error"
-    assert len(SCRIPTS._prefix) <= kept + 1
+        storage.leases.fetch("empty", "w", "t", 1000, 1)
+    [a, b] = storage.leases.fetch("default", "w", "t", 30_000, 2)
+    assert storage.leases.renew("default", "w", 30_000, [(a.id, a.token), (b.id, b.token)]) == []
+    assert storage.leases.ack("default", "w", [Finished(a.id, a.token, "x")]) == []
+    assert storage.leases.fail("default", "w", b.id, b.token, "x", "E: e", "") == "error"
+    assert len(SCRIPTS.packed._prefix) <= kept + 1
     assert calls_of(on_redis_7, "evalsha") == 0 and no_evalsha == []
     assert calls_of(on_redis_7, "fcall") >= 305

@@ -32,50 +32,52 @@ def wake_tokens(storage: Storage) -> int:
 def test_a_fetch_takes_no_more_than_the_limit_leaves(storage: Storage) -> None:
     fill(6)
     ztq.configure_queue(Q, max_running=2)
-    assert storage.queue_config(Q) == {"max_running": 2}
+    assert storage.queues.queue_config(Q) == {"max_running": 2}
     storage.client.delete(storage.keys.wake(Q))
-    a = storage.fetch(Q, "w1", "t", 60_000, 5)
+    a = storage.leases.fetch(Q, "w1", "t", 60_000, 5)
     assert len(a) == 2  # asked for 5
     assert wake_tokens(storage) == 0  # no chain wake-up: the limit, not the batch, stopped it
-    assert storage.fetch(Q, "w2", "t", 60_000, 5) == []  # another worker: full
-    storage.ack(Q, "w1", [Finished(a[0].id, a[0].token, "x", "")])
-    assert len(storage.fetch(Q, "w2", "t", 60_000, 5)) == 1
+    assert storage.leases.fetch(Q, "w2", "t", 60_000, 5) == []  # another worker: full
+    storage.leases.ack(Q, "w1", [Finished(a[0].id, a[0].token, "x", "")])
+    assert len(storage.leases.fetch(Q, "w2", "t", 60_000, 5)) == 1
     ztq.configure_queue(Q, max_running=None)  # lifted: the rest at once
-    assert storage.queue_config(Q) == {}
-    assert len(storage.fetch(Q, "w2", "t", 60_000, 5)) == 3
+    assert storage.queues.queue_config(Q) == {}
+    assert len(storage.leases.fetch(Q, "w2", "t", 60_000, 5)) == 3
 
 
 @pytest.mark.parametrize("end", ["ack", "fail", "reap"])
 def test_the_end_of_a_run_wakes_an_idle_worker_when_tasks_wait(storage: Storage, end: str) -> None:
     fill(3)
     ztq.configure_queue(Q, max_running=1)
-    [lease] = storage.fetch(Q, "w1", "t", 1 if end == "reap" else 60_000, 3)
-    assert storage.fetch(Q, "w2", "t", 60_000, 3) == []  # full: w2 goes to sleep on the wake list
+    [lease] = storage.leases.fetch(Q, "w1", "t", 1 if end == "reap" else 60_000, 3)
+    assert (
+        storage.leases.fetch(Q, "w2", "t", 60_000, 3) == []
+    )  # full: w2 goes to sleep on the wake list
     storage.client.delete(storage.keys.wake(Q))
     if end == "ack":
-        storage.ack(Q, "w1", [Finished(lease.id, lease.token, "x", "")])
+        storage.leases.ack(Q, "w1", [Finished(lease.id, lease.token, "x", "")])
     elif end == "fail":
-        storage.fail(Q, "w1", lease.id, lease.token, "x", "E: e", "", retry_delay_ms=-1)
+        storage.leases.fail(Q, "w1", lease.id, lease.token, "x", "E: e", "", retry_delay_ms=-1)
     else:
         time.sleep(0.005)  # the 1 ms lease is over
         # lost once is a poison pill here: the task goes to the errors, nothing back in ready
-        assert [outcome for _, _, outcome in storage.reap(Q, max_lost=1).items] == ["error"]
+        assert [outcome for _, _, outcome in storage.leases.reap(Q, max_lost=1).items] == ["error"]
     assert wake_tokens(storage) == 1
-    assert len(storage.fetch(Q, "w2", "t", 60_000, 3)) == 1
+    assert len(storage.leases.fetch(Q, "w2", "t", 60_000, 3)) == 1
 
 
 def test_no_wake_up_without_a_limit_or_without_waiting_tasks(storage: Storage) -> None:
     fill(1)
-    [lease] = storage.fetch(Q, "w1", "t", 60_000, 1)
+    [lease] = storage.leases.fetch(Q, "w1", "t", 60_000, 1)
     storage.client.delete(storage.keys.wake(Q))
-    storage.ack(Q, "w1", [Finished(lease.id, lease.token, "x", "")])
+    storage.leases.ack(Q, "w1", [Finished(lease.id, lease.token, "x", "")])
     assert wake_tokens(storage) == 0  # no limit: fetch never left anyone waiting
     ztq.configure_queue(Q, max_running=1)
     t.serial_write.enqueue(("/dev/null", 99), delay=3600)  # waiting, but not ready
     task_id = t.serial_write.delay("/dev/null", 50).id
-    [lease] = storage.fetch(Q, "w1", "t", 60_000, 1)
+    [lease] = storage.leases.fetch(Q, "w1", "t", 60_000, 1)
     storage.client.delete(storage.keys.wake(Q))
-    storage.ack(Q, "w1", [Finished(lease.id, lease.token, "x", "")])
+    storage.leases.ack(Q, "w1", [Finished(lease.id, lease.token, "x", "")])
     assert wake_tokens(storage) == 0 and lease.id == task_id  # a limit, but nothing ready
 
 
@@ -95,16 +97,16 @@ def test_cancel_takes_back_a_queued_or_delayed_task_only(storage: Storage) -> No
     delayed = t.add.enqueue((3, 4), delay=3600)
     assert queued.cancel() and delayed.cancel()
     assert (queued.state.value, delayed.state.value) == ("none", "none")
-    assert storage.pending_count("default") == 0  # out of the ready list and the delayed set
+    assert storage.queues.pending_count("default") == 0  # out of the ready list and the delayed set
     assert not queued.cancel()  # gone already
     running = t.add.delay(5, 6)
-    [lease] = storage.fetch("default", "w", "t", 60_000, 1)
+    [lease] = storage.leases.fetch("default", "w", "t", 60_000, 1)
     assert not running.cancel() and running.state.value == "running"
-    storage.ack("default", "w", [Finished(lease.id, lease.token, "x", "11")])
+    storage.leases.ack("default", "w", [Finished(lease.id, lease.token, "x", "11")])
     assert not running.cancel() and running.state.value == "done"  # finished: kept
     failed = t.add.delay(7, 8)
-    [lease] = storage.fetch("default", "w", "t", 60_000, 1)
-    storage.fail("default", "w", lease.id, lease.token, "x", "E: e", "", retry_delay_ms=-1)
+    [lease] = storage.leases.fetch("default", "w", "t", 60_000, 1)
+    storage.leases.fail("default", "w", lease.id, lease.token, "x", "E: e", "", retry_delay_ms=-1)
     assert not failed.cancel() and failed.state.value == "error"  # errors: redo or delete
     shard = next(h for h in (t.spread.delay(n) for n in range(9)) if h.queue == "hot~2")
     assert shard.cancel() and ztq.ping(shard.id, "hot") == "none"  # in its shard
@@ -122,14 +124,22 @@ def test_the_doc_examples_run_as_they_say(
     serial, pressure, rate, task_rate, _keys, cancel, *_ = doc_blocks("python")
     namespace: dict[str, Any] = {"__name__": "docs_queue_controls"}
     exec(compile(serial, "docs/queue-controls.md", "exec"), namespace)  # noqa: S102
-    assert storage.pending_count("xapian") == 3 and storage.queue_config("xapian") == {}
+    assert (
+        storage.queues.pending_count("xapian") == 3 and storage.queues.queue_config("xapian") == {}
+    )
     exec(compile(pressure, "docs/queue-controls.md", "exec"), namespace)  # noqa: S102
-    assert storage.pending_count("thumbnails") == 3 and storage.queue_config("thumbnails") == {}
+    assert (
+        storage.queues.pending_count("thumbnails") == 3
+        and storage.queues.queue_config("thumbnails") == {}
+    )
     assert int(storage.client.hget(storage.keys.totals("thumbnails"), "refused")) == 1
     said = re.search(r"print\(exc\)  # (.*)", pressure)
     assert said and capsys.readouterr().out == said.group(1) + "\n"
     exec(compile(rate, "docs/queue-controls.md", "exec"), namespace)  # noqa: S102
-    assert storage.pending_count("payments") == 3 and storage.queue_config("payments") == {}
+    assert (
+        storage.queues.pending_count("payments") == 3
+        and storage.queues.queue_config("payments") == {}
+    )
     said = re.search(r"print\(.*\)  # (.*)", rate)
     assert said and capsys.readouterr().out == said.group(1) + "\n"
     exec(compile(task_rate, "docs/queue-controls.md", "exec"), namespace)  # noqa: S102

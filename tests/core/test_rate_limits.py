@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -22,7 +23,7 @@ Q = "payments"
 def fill(storage: Storage, n: int, prefix: str = "t") -> list[str]:
     ids = [f"{prefix}{i}" for i in range(n)]
     payload = '{"task":"tests.sample_tasks.noop","args":[],"kwargs":{}}'
-    storage.call(*storage.enqueue_op(Q, [EnqueueEntry(i, payload) for i in ids]))
+    storage.call(*storage.tasks.enqueue_op(Q, [EnqueueEntry(i, payload) for i in ids]))
     return ids
 
 
@@ -46,19 +47,19 @@ def test_the_forms_accepted_and_the_one_line_refusal() -> None:
 def test_a_fetch_takes_the_tokens_there_are_and_names_the_next_one(storage: Storage) -> None:
     fill(storage, 6)
     ztq.configure_queue(Q, rate_limit="2/s burst 3")
-    assert storage.queue_config(Q) == {"rate_limit": "2/s burst 3"}
-    got = storage.fetch(Q, "w1", "t", 60_000, 10)
+    assert storage.queues.queue_config(Q) == {"rate_limit": "2/s burst 3"}
+    got = storage.leases.fetch(Q, "w1", "t", 60_000, 10)
     assert [g.id for g in got] == ["t0", "t1", "t2"]  # the burst, in order
-    op = storage.fetch_op(Q, "w2", "t", 60_000, 10)
+    op = storage.leases.fetch_op(Q, "w2", "t", 60_000, 10)
     reply = storage.call(*op)
-    assert storage.parse_fetch(Q, reply) == []
-    wait = storage.fetch_throttled(reply)
+    assert storage.leases.parse_fetch(Q, reply) == []
+    wait = storage.leases.fetch_throttled(reply)
     assert wait is not None and 0 < wait <= 0.5  # one token each 500 ms
     # a second idle executor is not told the instant: it sleeps until woken
-    reply = storage.call(*storage.fetch_op(Q, "w3", "t", 60_000, 10))
-    assert storage.fetch_throttled(reply) == math.inf
-    assert storage.pending_count(Q) == 3  # the throttled tasks wait in the queue
-    assert storage.record(Q, "t3").state == "queued"  # type: ignore[union-attr]
+    reply = storage.call(*storage.leases.fetch_op(Q, "w3", "t", 60_000, 10))
+    assert storage.leases.fetch_throttled(reply) == math.inf
+    assert storage.queues.pending_count(Q) == 3  # the throttled tasks wait in the queue
+    assert storage.tasks.record(Q, "t3").state == "queued"  # type: ignore[union-attr]
     assert int(storage.client.hget(storage.keys.totals(Q), "throttled")) == 2
 
 
@@ -73,8 +74,8 @@ def test_the_bound_holds_on_redis_time(storage: Storage) -> None:
     # over 1.2 s, and on until 100 started: a loaded machine (or the in-memory engine's
     # interpreted Lua) may not ask often enough in 1.2 s to take every token there is
     while (redis_ms(storage) - begin < 1200 or len(starts) < 100) and len(starts) < 400:
-        for lease in storage.fetch(Q, "w1", "t", 60_000, 50):
-            starts.append(int(storage.record(Q, lease.id).meta["started"]))  # type: ignore[union-attr]
+        for lease in storage.leases.fetch(Q, "w1", "t", 60_000, 50):
+            starts.append(int(storage.tasks.record(Q, lease.id).meta["started"]))  # type: ignore[union-attr]
     elapsed = (redis_ms(storage) - begin) / 1000
     starts.sort()
     assert 100 <= len(starts) <= rate.bound(elapsed) + 1
@@ -86,48 +87,48 @@ def test_the_bound_holds_on_redis_time(storage: Storage) -> None:
 def test_lifting_the_limit_wakes_the_idle_executors(storage: Storage) -> None:
     fill(storage, 5)
     ztq.configure_queue(Q, rate_limit="1/h")
-    assert len(storage.fetch(Q, "w1", "t", 60_000, 10)) == 1
-    reply = storage.call(*storage.fetch_op(Q, "w1", "t", 60_000, 10))
-    assert 3590 < (storage.fetch_throttled(reply) or 0) <= 3600
+    assert len(storage.leases.fetch(Q, "w1", "t", 60_000, 10)) == 1
+    reply = storage.call(*storage.leases.fetch_op(Q, "w1", "t", 60_000, 10))
+    assert 3590 < (storage.leases.fetch_throttled(reply) or 0) <= 3600
     storage.client.delete(storage.keys.wake(Q))
     ztq.configure_queue(Q, rate_limit=None)
-    assert storage.queue_config(Q) == {}
+    assert storage.queues.queue_config(Q) == {}
     assert storage.client.llen(storage.keys.wake(Q)) >= 1  # the sleeper is woken now
-    assert storage.wait([Q], 0.5)
-    assert len(storage.fetch(Q, "w1", "t", 60_000, 10)) == 4
+    assert storage.waits.wait([Q], 0.5)
+    assert len(storage.leases.fetch(Q, "w1", "t", 60_000, 10)) == 4
 
 
 def test_keep_semantics_and_bad_values(storage: Storage) -> None:
     ztq.configure_queue(Q, rate_limit="3/m", max_running=2)
     ztq.configure_queue(Q, max_running=None)  # the rate is kept
-    assert storage.queue_config(Q) == {"rate_limit": "3/m"}
+    assert storage.queues.queue_config(Q) == {"rate_limit": "3/m"}
     with pytest.raises(InvalidOption, match="rate_limit must be"):
         ztq.configure_queue(Q, rate_limit="3 per minute")
-    assert storage.queue_config(Q) == {"rate_limit": "3/m"}
+    assert storage.queues.queue_config(Q) == {"rate_limit": "3/m"}
 
 
 def test_the_hand_over_to_an_idle_executor_takes_a_token(storage: Storage) -> None:
     ztq.configure_queue(Q, rate_limit="1/h")
-    reply = storage.call(*storage.fetch_op(Q, "w1", "t", 60_000, 1, 5_000))
-    assert storage.fetch_registered(reply)  # empty queue: w1 waits to be handed a task
+    reply = storage.call(*storage.leases.fetch_op(Q, "w1", "t", 60_000, 1, 5_000))
+    assert storage.leases.fetch_registered(reply)  # empty queue: w1 waits to be handed a task
     fill(storage, 1, "a")
-    got = storage.wait_handed(Q, "w1", "t", 1.0)
+    got = storage.waits.wait_handed(Q, "w1", "t", 1.0)
     assert not isinstance(got, bool) and got is not None and got.id == "a0"  # the one token
-    storage.ack(Q, "w1", [Finished(got.id, got.token, "x", "")])
-    reply = storage.call(*storage.fetch_op(Q, "w1", "t", 60_000, 1, 5_000))
-    assert storage.fetch_registered(reply)
+    storage.leases.ack(Q, "w1", [Finished(got.id, got.token, "x", "")])
+    reply = storage.call(*storage.leases.fetch_op(Q, "w1", "t", 60_000, 1, 5_000))
+    assert storage.leases.fetch_registered(reply)
     fill(storage, 1, "b")  # no token left: not handed over, waits in ready
     assert storage.client.llen(storage.keys.hand(Q)) == 0
-    assert storage.pending_count(Q) == 1
-    assert storage.record(Q, "b0").state == "queued"  # type: ignore[union-attr]
+    assert storage.queues.pending_count(Q) == 1
+    assert storage.tasks.record(Q, "b0").state == "queued"  # type: ignore[union-attr]
 
 
 def test_no_wake_up_while_an_executor_sleeps_until_the_next_token(storage: Storage) -> None:
     fill(storage, 2)
     ztq.configure_queue(Q, rate_limit="1/h")
-    storage.fetch(Q, "w1", "t", 60_000, 10)
-    reply = storage.call(*storage.fetch_op(Q, "w2", "t", 60_000, 10))
-    assert (storage.fetch_throttled(reply) or 0) > 1  # w2 sleeps until the token
+    storage.leases.fetch(Q, "w1", "t", 60_000, 10)
+    reply = storage.call(*storage.leases.fetch_op(Q, "w2", "t", 60_000, 10))
+    assert (storage.leases.fetch_throttled(reply) or 0) > 1  # w2 sleeps until the token
     storage.client.delete(storage.keys.wake(Q))
     fill(storage, 3, "n")  # new work: nobody else is woken for it (no early wake-up)
     assert storage.client.llen(storage.keys.wake(Q)) == 0
@@ -137,78 +138,78 @@ def test_no_wake_up_while_an_executor_sleeps_until_the_next_token(storage: Stora
 def call(storage: Storage, *tasks: tuple[str, str]) -> None:
     """Enqueue (id, task name) pairs in order, payloads in ztq's list form."""
     entries = [EnqueueEntry(i, f'["{name}",[]]') for i, name in tasks]
-    storage.call(*storage.enqueue_op(Q, entries))
+    storage.call(*storage.tasks.enqueue_op(Q, entries))
 
 
 def test_a_task_limit_holds_its_tasks_and_not_the_others(storage: Storage) -> None:
-    storage.task_rates(Q, {"api": Rate(1, "h", 2), "other": None})
-    assert storage.queue_config(Q) == {"task_rates": {"api": "1/h burst 2"}}
+    storage.queues.task_rates(Q, {"api": Rate(1, "h", 2), "other": None})
+    assert storage.queues.queue_config(Q) == {"task_rates": {"api": "1/h burst 2"}}
     call(storage, ("a1", "api"), ("a2", "api"), ("a3", "api"), ("b1", "other"),
          ("a4", "api"), ("b2", "other"))  # fmt: skip
-    got = storage.fetch(Q, "w1", "t", 60_000, 10)
+    got = storage.leases.fetch(Q, "w1", "t", 60_000, 10)
     assert [g.id for g in got] == ["a1", "a2", "b1", "b2"]  # the others are not held up
     now = redis_ms(storage)
     held = dict(storage.client.zrange(storage.keys.delayed(Q), 0, -1, withscores=True))
     assert set(held) == {"a3", "a4"}  # each until the token reserved for it, in order
     assert 0 < held["a3"] - now <= 3_600_000 < held["a4"] - now <= 7_200_000
     for i in ("a3", "a4"):
-        rec = storage.record(Q, i)
+        rec = storage.tasks.record(Q, i)
         assert rec is not None and rec.state == "queued"  # waiting in its queue, as ping says
         assert rec.meta.get("attempts") is None and rec.meta.get("failures") is None
     assert ztq.ping("a3", Q) == "queued"
-    assert storage.fetch(Q, "w1", "t", 60_000, 10) == []
+    assert storage.leases.fetch(Q, "w1", "t", 60_000, 10) == []
     from ztq.core.monitor import overview
 
     [row] = overview.queues(storage, [Q], 30)
     assert (row["task_rates"], row["rate_held"]) == ({"api": "1/h burst 2"}, 2)
-    storage.task_rates(Q, {"api": None})  # a worker whose task has no limit any more
-    assert storage.queue_config(Q) == {}
+    storage.queues.task_rates(Q, {"api": None})  # a worker whose task has no limit any more
+    assert storage.queues.queue_config(Q) == {}
 
 
 def test_held_tasks_come_back_at_the_head_in_their_order(storage: Storage) -> None:
-    storage.task_rates(Q, {"api": Rate(4, "s", 1)})  # a token each 250 ms
+    storage.queues.task_rates(Q, {"api": Rate(4, "s", 1)})  # a token each 250 ms
     call(storage, ("a1", "api"), ("a2", "api"), ("a3", "api"), ("b1", "other"))
-    assert [g.id for g in storage.fetch(Q, "w1", "t", 60_000, 10)] == ["a1", "b1"]
+    assert [g.id for g in storage.leases.fetch(Q, "w1", "t", 60_000, 10)] == ["a1", "b1"]
     call(storage, ("c1", "other"))  # arrived after them: runs after them
     dues = [s for _, s in storage.client.zrange(storage.keys.delayed(Q), 0, -1,
                                                 withscores=True)]  # fmt: skip
     while redis_ms(storage) < dues[0]:  # a2's token's time, on Redis's clock
         time.sleep(0.005)
-    assert storage.promote(Q).moved >= 1
-    got = storage.fetch(Q, "w1", "t", 60_000, 10)
+    assert storage.tasks.promote(Q).moved >= 1
+    got = storage.leases.fetch(Q, "w1", "t", 60_000, 10)
     if [g.id for g in got][:2] == ["a2", "a3"]:  # a slow machine: a3's time came too
         assert [g.id for g in got] == ["a2", "a3", "c1"]
     else:  # their tokens were theirs already: a2 before c1, a3 still held
         assert [g.id for g in got] == ["a2", "c1"]
-    assert all(int(storage.record(Q, g.id).meta["attempts"]) == 1 for g in got)  # type: ignore[union-attr]
+    assert all(int(storage.tasks.record(Q, g.id).meta["attempts"]) == 1 for g in got)  # type: ignore[union-attr]
 
 
 def test_a_queue_with_task_limits_hands_nothing_over(storage: Storage) -> None:
-    storage.task_rates(Q, {"api": Rate(1, "h")})
-    reply = storage.call(*storage.fetch_op(Q, "w1", "t", 60_000, 1, 5_000))
-    assert storage.fetch_registered(reply)
+    storage.queues.task_rates(Q, {"api": Rate(1, "h")})
+    reply = storage.call(*storage.leases.fetch_op(Q, "w1", "t", 60_000, 1, 5_000))
+    assert storage.leases.fetch_registered(reply)
     call(storage, ("a1", "api"))
     assert storage.client.llen(storage.keys.hand(Q)) == 0  # woken instead: the fetch checks
     assert storage.client.llen(storage.keys.wake(Q)) >= 1
-    assert [g.id for g in storage.fetch(Q, "w1", "t", 60_000, 1)] == ["a1"]
+    assert [g.id for g in storage.leases.fetch(Q, "w1", "t", 60_000, 1)] == ["a1"]
     call(storage, ("a2", "api"))
-    assert storage.fetch(Q, "w1", "t", 60_000, 1) == []  # held: 1/h
-    assert storage.record(Q, "a2").state == "queued"  # type: ignore[union-attr]
+    assert storage.leases.fetch(Q, "w1", "t", 60_000, 1) == []  # held: 1/h
+    assert storage.tasks.record(Q, "a2").state == "queued"  # type: ignore[union-attr]
 
 
 def test_a_held_task_that_starts_keeps_no_mark(storage: Storage) -> None:
     """Once leased, a held task is an ordinary run: a retry later is a plain delayed task
     (shown as delayed, back at the tail), and its waiting time counts from its enqueue."""
-    storage.task_rates(Q, {"api": Rate(20, "s", 1)})
+    storage.queues.task_rates(Q, {"api": Rate(20, "s", 1)})
     call(storage, ("a1", "api"), ("a2", "api"))
-    storage.fetch(Q, "w1", "t", 60_000, 10)
-    assert storage.record(Q, "a2").meta.get("held") == 1  # type: ignore[union-attr]
-    storage.requeue(Q, "delayed", ["a2"])  # run now
-    [lease] = storage.fetch(Q, "w1", "t", 60_000, 10)
-    meta = storage.record(Q, "a2").meta  # type: ignore[union-attr]
+    storage.leases.fetch(Q, "w1", "t", 60_000, 10)
+    assert storage.tasks.record(Q, "a2").meta.get("held") == 1  # type: ignore[union-attr]
+    storage.tasks.requeue(Q, "delayed", ["a2"])  # run now
+    [lease] = storage.leases.fetch(Q, "w1", "t", 60_000, 10)
+    meta = storage.tasks.record(Q, "a2").meta  # type: ignore[union-attr]
     assert lease.id == "a2" and "held" not in meta and "due" not in meta
-    assert storage.fail(Q, "w1", "a2", lease.token, "api", "E: x", "", retry_delay_ms=60_000)
-    assert storage.record(Q, "a2").state == "delayed"  # type: ignore[union-attr]
+    assert storage.leases.fail(Q, "w1", "a2", lease.token, "api", "E: x", "", retry_delay_ms=60_000)
+    assert storage.tasks.record(Q, "a2").state == "delayed"  # type: ignore[union-attr]
 
 
 def test_a_raised_rate_carries_the_starts_owed_into_its_period(storage: Storage) -> None:
@@ -216,12 +217,12 @@ def test_a_raised_rate_carries_the_starts_owed_into_its_period(storage: Storage)
     10 ms in the new period (the minute's wait was kept)."""
     fill(storage, 3)
     ztq.configure_queue(Q, rate_limit="1/m")
-    assert len(storage.fetch(Q, "w1", "t", 60_000, 10)) == 1
+    assert len(storage.leases.fetch(Q, "w1", "t", 60_000, 10)) == 1
     ztq.configure_queue(Q, rate_limit="100/s")
     start = redis_ms(storage)
     while redis_ms(storage) < start + 15:
         pass
-    assert len(storage.fetch(Q, "w1", "t", 60_000, 1)) == 1
+    assert len(storage.leases.fetch(Q, "w1", "t", 60_000, 1)) == 1
     ztq.configure_queue(Q, rate_limit="100/s burst 2")  # the same period: kept as it is
     tat = float(storage.client.hget(storage.keys.rate(Q), "tat"))
     assert tat - redis_ms(storage) <= 20
@@ -246,10 +247,12 @@ def test_a_thread_waiting_for_a_far_token_reads_the_wake_lists_again() -> None:
     reads = Reads()
     retired = threading.Event()
     started = time.monotonic()
-    wait_for_token(reads, ["a", "b"], 30.0, retired, lambda: False)  # type: ignore[arg-type]
+    storage = SimpleNamespace(waits=reads)  # the storage's part it waits with
+    wait_for_token(storage, ["a", "b"], 30.0, retired, lambda: False)  # type: ignore[arg-type]
     assert len(reads.calls) == 3 and time.monotonic() - started < 1
     stopping = Reads()
-    wait_for_token(stopping, ["a"], 30.0, retired, lambda: len(stopping.calls) >= 2)  # type: ignore[arg-type]
+    storage = SimpleNamespace(waits=stopping)
+    wait_for_token(storage, ["a"], 30.0, retired, lambda: len(stopping.calls) >= 2)  # type: ignore[arg-type]
     assert len(stopping.calls) == 2
 
 
@@ -260,17 +263,17 @@ def test_held_tasks_whose_slots_passed_do_not_start_together(storage: Storage) -
 
     from ztq.core.engine.record import split_record
 
-    storage.task_rates(Q, {"api": Rate(1, "h", 1)})
+    storage.queues.task_rates(Q, {"api": Rate(1, "h", 1)})
     call(storage, ("a1", "api"), ("a2", "api"), ("a3", "api"))
-    assert [g.id for g in storage.fetch(Q, "w1", "t", 60_000, 10)] == ["a1"]
+    assert [g.id for g in storage.leases.fetch(Q, "w1", "t", 60_000, 10)] == ["a1"]
     past = redis_ms(storage) - 3 * 3_600_000  # their slots passed hours ago
     for i in ("a2", "a3"):
         meta, payload = split_record(str(storage.client.hget(storage.keys.tasks(Q), i)))
         meta["due"] = past
         storage.client.hset(storage.keys.tasks(Q), i, json.dumps(meta) + "\n" + payload)
         storage.client.zadd(storage.keys.delayed(Q), {i: past})
-    assert storage.promote(Q).moved == 2
-    assert storage.fetch(Q, "w1", "t", 60_000, 10) == []  # held again, each for a new token
+    assert storage.tasks.promote(Q).moved == 2
+    assert storage.leases.fetch(Q, "w1", "t", 60_000, 10) == []  # held again, each for a new token
     held = storage.client.zrange(storage.keys.delayed(Q), 0, -1, withscores=True)
     assert [i for i, _ in held] == ["a2", "a3"] and held[0][1] > redis_ms(storage)
 
@@ -281,17 +284,17 @@ def test_an_executor_that_took_other_work_leaves_its_registration(storage: Stora
     It leaves the registration, only its own, and wakes an idle executor to take it."""
     fill(storage, 3)
     ztq.configure_queue(Q, rate_limit="1/h")
-    assert len(storage.fetch(Q, "w1", "t", 60_000, 10)) == 1
-    reply = storage.call(*storage.fetch_op(Q, "w1", "mixed", 60_000, 10))
-    assert 0 < storage.fetch_throttled(reply) < math.inf  # registered for the next token
+    assert len(storage.leases.fetch(Q, "w1", "t", 60_000, 10)) == 1
+    reply = storage.call(*storage.leases.fetch_op(Q, "w1", "mixed", 60_000, 10))
+    assert 0 < storage.leases.fetch_throttled(reply) < math.inf  # registered for the next token
     storage.client.delete(storage.keys.wake(Q))
-    assert not storage.rate_leave(Q, "w2", "other")  # not its registration: left alone
+    assert not storage.queues.rate_leave(Q, "w2", "other")  # not its registration: left alone
     assert storage.client.hget(storage.keys.rate(Q), "who") == "w1\tmixed"
-    assert storage.rate_leave(Q, "w1", "mixed")
+    assert storage.queues.rate_leave(Q, "w1", "mixed")
     assert storage.client.hget(storage.keys.rate(Q), "who") is None
     assert storage.client.llen(storage.keys.wake(Q)) == 1  # an idle executor is woken
-    reply = storage.call(*storage.fetch_op(Q, "w2", "t", 60_000, 10))
-    assert 0 < storage.fetch_throttled(reply) < math.inf  # and registers in its place
+    reply = storage.call(*storage.leases.fetch_op(Q, "w2", "t", 60_000, 10))
+    assert 0 < storage.leases.fetch_throttled(reply) < math.inf  # and registers in its place
 
 
 def test_the_executor_leaves_the_tokens_it_registered_for() -> None:
@@ -309,8 +312,9 @@ def test_the_executor_leaves_the_tokens_it_registered_for() -> None:
             return True
 
     calls, tokens = Calls(), Tokens()
-    tokens.note(calls, "a", [3, "r", 800])  # type: ignore[arg-type]
-    tokens.note(calls, "b", [0, "r"])  # type: ignore[arg-type]
+    storage = SimpleNamespace(leases=calls, queues=calls)  # the parts the tokens use
+    tokens.note(storage, "a", [3, "r", 800])  # type: ignore[arg-type]
+    tokens.note(storage, "b", [0, "r"])  # type: ignore[arg-type]
     assert tokens.wait == 0.8 and tokens.queues == ["a"]
-    tokens.leave(calls, "w1", "mixed")  # type: ignore[arg-type]
+    tokens.leave(storage, "w1", "mixed")  # type: ignore[arg-type]
     assert calls.left == [("a", "w1", "mixed")] and tokens.pop() is None

@@ -30,7 +30,7 @@ def test_a_task_waiting_as_enqueued_is_its_time_and_a_payload_list(storage: Stor
     # run first: still a fresh waiting task, at the head
     first = t.add.enqueue((3, 4), first=True)
     assert raw(storage, "default", first.id).split("\n")[0].isdigit()
-    [lease, _] = storage.fetch("default", W, "t0", 30_000, 10)
+    [lease, _] = storage.leases.fetch("default", W, "t0", 30_000, 10)
     assert lease.id == first.id and decode_payload(lease.payload)["args"] == [3, 4]
 
 
@@ -43,12 +43,12 @@ def test_any_other_meta_stays_json(storage: Storage) -> None:
     assert json.loads(raw(storage, "default", later.id).split("\n")[0])["state"] == "delayed"
     h = t.add.delay(1, 2)
     enqueued = h.record().get("enqueued")
-    leases = storage.fetch("default", W, "t0", 30_000, 10)
+    leases = storage.leases.fetch("default", W, "t0", 30_000, 10)
     lease = next(x for x in leases if x.id == h.id)
     running = json.loads(raw(storage, "default", h.id).split("\n")[0])
     assert running["state"] == "running" and running["enqueued"] == enqueued
     # back in the queue after a lease: queued, but with its attempts (no bare time)
-    assert storage.release("default", W, [(x.id, x.token) for x in leases]) == len(leases)
+    assert storage.leases.release("default", W, [(x.id, x.token) for x in leases]) == len(leases)
     meta, _ = split_record(raw(storage, "default", h.id))
     assert meta["state"] == "queued" and meta["attempts"] == 1 and meta["enqueued"] == enqueued
     assert not raw(storage, "default", h.id).split("\n")[0].isdigit()
@@ -68,12 +68,12 @@ def test_a_record_in_the_long_forms_is_fetched_run_and_deduplicated(storage: Sto
     assert t.add.delay(7, 8).outcome == "exists"  # the load reads the long meta
     assert ztq.ping(old_id) == "queued"
     new = t.add.delay(9, 10)
-    leases = storage.fetch("default", W, "t0", 30_000, 10)
+    leases = storage.leases.fetch("default", W, "t0", 30_000, 10)
     assert [x.id for x in leases] == [old_id, new.id]
     assert [decode_payload(x.payload)["args"] for x in leases] == [[7, 8], [9, 10]]
     assert json.loads(raw(storage, "default", old_id).split("\n")[0])["enqueued"] == 1700000000000
     finished = [Finished(x.id, x.token, t.add.name, "15") for x in leases]
-    assert storage.ack("default", W, finished) == []
+    assert storage.leases.ack("default", W, finished) == []
     assert ztq.ping(old_id) == "done" and ztq.ping(new.id) == "done"
 
 

@@ -53,8 +53,10 @@ def test_a_coalesced_batch_in_evalsha_mode_reloads_the_scripts_after_a_flush(
     storage: Storage,
 ) -> None:
     pool = storage.client.connection_pool
-    SCRIPTS._functions[pool] = False  # as on Redis 6.2, or an ACL without FCALL
-    ops = [storage.enqueue_op("rf", [(f"id{i}", "[1]", "normal", 0, 0, "", 0)]) for i in range(3)]
+    SCRIPTS.packed._functions[pool] = False  # as on Redis 6.2, or an ACL without FCALL
+    ops = [
+        storage.tasks.enqueue_op("rf", [(f"id{i}", "[1]", "normal", 0, 0, "", 0)]) for i in range(3)
+    ]
     assert not any(isinstance(r, Exception) for r in storage.execute_each(ops[:1]))
     storage.client.script_flush()  # Redis restarted: its script cache is empty
     for _ in range(2):
@@ -131,14 +133,14 @@ def test_an_async_connection_error_is_retried_on_the_pipeline(
 
 def test_restoring_a_whole_batch_skips_the_ids_that_came_back(storage: Storage) -> None:
     ids = [failing.delay(i).id for i in range(30)]
-    leases = storage.fetch("tq", "w", "t", 60000, 30)
+    leases = storage.leases.fetch("tq", "w", "t", 60000, 30)
     for lease in leases:
-        assert storage.fail("tq", "w", lease.id, lease.token, "failing", "E", "tb",
+        assert storage.leases.fail("tq", "w", lease.id, lease.token, "failing", "E", "tb",
                             retry_delay_ms=-1) == "error"  # fmt: skip
-    assert storage.trash_errors("tq", "b1", ids)[0] == 30
+    assert storage.errors.trash_errors("tq", "b1", ids)[0] == 30
     for i in range(20):
         failing.delay(i)  # the same ids again: they have records again
-    assert storage.restore_errors("tq", "b1", limit=4) == (10, 20)
+    assert storage.errors.restore_errors("tq", "b1", limit=4) == (10, 20)
     client = redis.Redis.from_url(storage.url, decode_responses=True)
     try:
         left = client.hkeys(storage.keys.trash("tq", "b1"))

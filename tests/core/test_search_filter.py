@@ -22,9 +22,9 @@ def records(storage: Storage) -> list[str]:
     ids = [t.add.delay(i, 1000 + i).id for i in range(40)]
     ids.append(t.send.delay('Ünïcode/path "quoted" text').id)
     failing = t.add.delay(7, 7007)
-    leases = storage.fetch(Q, "w", "t", 60_000, 100)
+    leases = storage.leases.fetch(Q, "w", "t", 60_000, 100)
     lease = next(x for x in leases if x.id == failing.id)
-    storage.fail(Q, "w", lease.id, lease.token, "tests.sample_tasks.add",
+    storage.leases.fail(Q, "w", lease.id, lease.token, "tests.sample_tasks.add",
                  'IOError: disk /dev/sda1 is "full"', "Traceback: at /srv/app.py")  # fmt: skip
     ids += [t.add.delay(i, 2000 + i).id for i in range(5)]  # queued
     ids += [t.add.enqueue((i, 3000 + i), delay=600).id for i in range(2)]  # delayed

@@ -198,7 +198,7 @@ def _admin(node: RedisProcess, *command: str) -> None:
 
 
 def _enqueue(storage: Storage, task_id: str) -> None:
-    storage.call(*storage.enqueue_op("q", [EnqueueEntry(task_id, '{"task": "x"}')]))
+    storage.call(*storage.tasks.enqueue_op("q", [EnqueueEntry(task_id, '{"task": "x"}')]))
 
 
 def test_readonly_from_a_demoted_master_is_a_connection_error_and_the_pool_reconnects(
@@ -216,7 +216,7 @@ def test_readonly_from_a_demoted_master_is_a_connection_error_and_the_pool_recon
     _admin(a, "REPLICAOF", "NO", "ONE")
     assert storage.client.client_id() != before
     _enqueue(storage, "id3")
-    assert storage.record("q", "id3") is not None
+    assert storage.tasks.record("q", "id3") is not None
 
 
 def test_a_blocked_wait_unblocked_by_a_demotion_is_a_connection_error(
@@ -228,7 +228,7 @@ def test_a_blocked_wait_unblocked_by_a_demotion_is_a_connection_error(
 
     def wait() -> None:
         try:
-            storage.wait(["q"], 5.0)
+            storage.waits.wait(["q"], 5.0)
         except BaseException as exc:  # noqa: BLE001 - checked below
             caught.append(exc)
 
@@ -315,9 +315,9 @@ def test_enqueue_fetch_ack_through_a_sentinel_url(
     storage = ztq.get_storage()
     h = t.add.delay(1, 2)
     assert h.outcome == "added" and ztq.ping(h) == "queued"
-    [lease] = storage.fetch("default", "w", "t0", 30_000, 10)
+    [lease] = storage.leases.fetch("default", "w", "t0", 30_000, 10)
     assert lease.id == h.id and ztq.ping(h) == "running"
-    assert storage.ack("default", "w", [Finished(h.id, lease.token, t.add.name, "3")]) == []
+    assert storage.leases.ack("default", "w", [Finished(h.id, lease.token, t.add.name, "3")]) == []
     assert ztq.ping(h) == "done" and h.result == 3
     # it all happened on the master the sentinels name, with the master's password
     master = redis.Redis(port=local_sentinel.master_port(), password=PW, decode_responses=True)

@@ -275,7 +275,7 @@ def test_request_window_flag_environment_default(
     monkeypatch.setenv("ZTQ_REQUEST_WINDOW", "30")
     storage = ztq.connect(redis_url)
     assert storage.request_window_ms == 30_000
-    assert storage.enqueue_op("q", [EnqueueEntry("a", "[]")])[2][-1] == 30_000
+    assert storage.tasks.enqueue_op("q", [EnqueueEntry("a", "[]")])[2][-1] == 30_000
     assert ztq.connect(redis_url, request_window=5).request_window_ms == 5_000
     monkeypatch.setenv("ZTQ_REQUEST_WINDOW", "0")
     with pytest.raises(ConfigError, match="ZTQ_REQUEST_WINDOW"):

@@ -36,12 +36,12 @@ def test_a_task_goes_to_the_shard_its_id_hashes_to(storage: Storage) -> None:
     handles = [t.spread.delay(n) for n in range(60)]
     for h in handles:
         assert h.queue == keys.shard_name("hot", zlib.crc32(h.id.encode()) % 3)
-        assert storage.record(h.queue, h.id) is not None
+        assert storage.tasks.record(h.queue, h.id) is not None
     by_shard = {q: sum(h.queue == q for h in handles) for q in SHARDS}
     assert all(n >= 8 for n in by_shard.values()), by_shard  # 60 ids over 3 shards
     # every shard is known from the first enqueue on, even before a task landed in it
-    assert set(SHARDS) <= set(storage.queues())
-    assert storage.shards_of("hot") == list(SHARDS)
+    assert set(SHARDS) <= set(storage.queues.names())
+    assert storage.queues.shards_of("hot") == list(SHARDS)
 
 
 @pytest.mark.cluster
@@ -84,14 +84,14 @@ def test_a_transaction_and_a_batch_put_each_task_in_its_shard(storage: Storage) 
     for h in buffered:
         assert h.queue == keys.shard_name("hot", zlib.crc32(h.id.encode()) % 3)
         assert ztq.ping(h.id, "hot") == "queued"
-        assert storage.record(h.queue, h.id) is not None
+        assert storage.tasks.record(h.queue, h.id) is not None
 
 
 def test_a_call_option_and_a_callback_keep_their_shard_count(storage: Storage) -> None:
     call = t.add.prepare((1, 2), queue="wide", shards=4)
     h = call.enqueue()
     assert h.queue == keys.shard_for("wide", h.id, 4)
-    assert storage.shards_of("wide") == ["wide", "wide~1", "wide~2", "wide~3"]
+    assert storage.queues.shards_of("wide") == ["wide", "wide~1", "wide~2", "wide~3"]
     again = ztq.TaskCall.from_dict(call.to_dict())
     assert again.shards == 4 and again.enqueue().outcome == "exists"
 
@@ -107,7 +107,7 @@ def test_the_read_side_folds_the_shards_into_one_queue(storage: Storage) -> None
     assert folded.pending == sum(s.pending for s in per_shard) == 30
     assert folded.delayed == 12
     assert folded.head_enqueued == min(s.head_enqueued or 10**15 for s in per_shard)
-    rows = overview.queues(storage, storage.queues(), 30.0)
+    rows = overview.queues(storage, storage.queues.names(), 30.0)
     assert [r["name"] for r in rows] == ["hot"]  # one row, not three
     assert rows[0]["pending"] == 30 and len(rows[0]["shards"]) == 3
     shard_rows = overview.queues(storage, list(SHARDS), 30.0, fold=False)
@@ -116,14 +116,14 @@ def test_the_read_side_folds_the_shards_into_one_queue(storage: Storage) -> None
 
 def test_pause_and_resume_act_on_every_shard(storage: Storage) -> None:
     t.spread.delay(1)
-    storage.pause("hot")
-    assert all(storage.is_paused(q) for q in SHARDS)
+    storage.queues.pause("hot")
+    assert all(storage.queues.is_paused(q) for q in SHARDS)
     assert monitor.folded_stats(storage, ["hot"])[0].paused
     assert drain(storage) == 0
-    storage.resume("hot")
-    assert not any(storage.is_paused(q) for q in SHARDS)
-    storage.pause("hot~1")  # one shard alone, from its own page
-    assert [storage.is_paused(q) for q in SHARDS] == [False, True, False]
+    storage.queues.resume("hot")
+    assert not any(storage.queues.is_paused(q) for q in SHARDS)
+    storage.queues.pause("hot~1")  # one shard alone, from its own page
+    assert [storage.queues.is_paused(q) for q in SHARDS] == [False, True, False]
 
 
 def test_a_queue_gets_one_shard_count(storage: Storage) -> None:
@@ -158,7 +158,7 @@ def test_the_scaling_doc_example_runs_as_it_says(storage: Storage) -> None:
     exec(compile(code, "docs/scaling.md", "exec"), namespace)  # noqa: S102 - our own doc
     h = namespace["h"]
     assert printed == [h.queue] and h.queue == keys.shard_for("hot", h.id, 3)
-    assert storage.shards_of("hot") == list(SHARDS)
+    assert storage.queues.shards_of("hot") == list(SHARDS)
 
 
 def test_one_transaction_places_each_task_of_many_queues_and_shard_counts(
@@ -177,4 +177,4 @@ def test_one_transaction_places_each_task_of_many_queues_and_shard_counts(
     for h, shards in zip(handles, want, strict=True):
         base = keys.split_shard(h.queue)[0]
         assert h.queue == keys.shard_for(base, h.id, shards)
-        assert storage.record(h.queue, h.id) is not None
+        assert storage.tasks.record(h.queue, h.id) is not None

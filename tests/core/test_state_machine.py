@@ -232,16 +232,17 @@ class QueueMachine(RuleBasedStateMachine):
         limit (``1/h burst 1`` or ``2``: the tokens run out within the run)."""
         if rate is not None:
             self.model.set_rate(rate)
-            self.storage.configure(Q, rate_limit=f"1/h burst {rate}")
+            self.storage.queues.configure(Q, rate_limit=f"1/h burst {rate}")
         if limit is not None:
             self.model.max_running = limit
-            self.storage.configure(Q, max_running=limit)
+            self.storage.queues.configure(Q, max_running=limit)
         if pending is not None:
             self.model.configure(max_pending=pending, when_full=when_full)
-            self.storage.configure(Q, max_pending=pending, when_full=when_full)
+            self.storage.queues.configure(Q, max_pending=pending, when_full=when_full)
         for b, ids in BATCHES.items():
-            create = self.storage.batch_create_op(b, [f"{Q}:{i}" for i in ids], on_complete=True,
-                                                  on_success=True, ttl_ms=HOUR)  # fmt: skip
+            create = self.storage.batches.batch_create_op(b, [f"{Q}:{i}" for i in ids],
+                                                          on_complete=True, on_success=True,
+                                                          ttl_ms=HOUR)  # fmt: skip
             assert self.storage.call(*create) == ["created", len(ids)]
         self.enqueue(entries)
 
@@ -274,10 +275,12 @@ class QueueMachine(RuleBasedStateMachine):
             x for (task_id, *_), o in zip(moves, outcomes, strict=True) for x in (task_id, o)
         ]
         if coalesced:
-            replies = self.storage.execute_each([self.storage.enqueue_op(Q, [e]) for e in batch])
+            replies = self.storage.execute_each(
+                [self.storage.tasks.enqueue_op(Q, [e]) for e in batch]
+            )
             reply = [x for one in replies for x in one]
         else:
-            [reply] = self.storage.execute([self.storage.enqueue_op(Q, batch)])
+            [reply] = self.storage.execute([self.storage.tasks.enqueue_op(Q, batch)])
         assert reply == expected
         self.step(*(f"enqueue:{o}" for o in expected[1::2]))
 
@@ -290,7 +293,7 @@ class QueueMachine(RuleBasedStateMachine):
         outcomes = self.model.enqueue_batch(moves)
         expected = [x for (task_id, *_), o in zip(moves, outcomes, strict=True)
                     for x in (task_id, o)]  # fmt: skip
-        op = self.storage.enqueue_op(Q, batch)
+        op = self.storage.tasks.enqueue_op(Q, batch)
         assert self.storage.call(*op) == expected
         # a call all of whose tasks met a full queue wrote nothing and keeps no answer: the
         # client sends it again as a new try (the enqueue move covers that)
@@ -336,13 +339,13 @@ class QueueMachine(RuleBasedStateMachine):
         st_, model = self.storage, self.model
         if meanwhile == "run-now" and model.in_state("delayed"):
             ids = sorted(model.in_state("delayed"))[:1]
-            assert st_.requeue(Q, "delayed", ids) == model.requeue("delayed", ids)
+            assert st_.tasks.requeue(Q, "delayed", ids) == model.requeue("delayed", ids)
         elif meanwhile == "pause":
             model.paused = True
-            st_.pause(Q)
+            st_.queues.pause(Q)
         elif meanwhile == "limit" and model.in_state("running"):  # reached: no room
             model.max_running = len(model.in_state("running"))
-            st_.configure(Q, max_running=model.max_running)
+            st_.queues.configure(Q, max_running=model.max_running)
         else:
             meanwhile = "" if meanwhile == "limit" else meanwhile
         waiting = "waiting" if model.waiter == thread else "busy"
@@ -380,7 +383,7 @@ class QueueMachine(RuleBasedStateMachine):
         """The waiting executor's blocked read returns the task an enqueue handed it."""
         worker, name, task_id, _ = self.model.hand[0]
         expected = self.model.take_handed(worker, name)
-        got = self.storage.wait_handed(Q, worker, name, 1.0)
+        got = self.storage.waits.wait_handed(Q, worker, name, 1.0)
         assert not isinstance(got, bool) and got is not None
         assert (got.id, got.token, got.failures) == expected
         assert got.payload == payload(task_id)
@@ -409,13 +412,15 @@ class QueueMachine(RuleBasedStateMachine):
         ended = self.model.expired_count
         expected, registered = self.model.fetch(worker, name, limit, wait)
         st_ = self.storage
-        op = st_.fetch_op(Q, worker, name, 0 if expiring else HOUR, limit, HOUR if wait else 0)
+        op = st_.leases.fetch_op(
+            Q, worker, name, 0 if expiring else HOUR, limit, HOUR if wait else 0
+        )
         reply = st_.call(*op)
         if self.model.expired_count > ended:
             self.step("fetch:ended-expired" + (":handed" if handed else ""))
-        got = st_.parse_fetch(Q, reply)
-        assert st_.fetch_registered(reply) == registered
-        throttled = st_.fetch_throttled(reply)
+        got = st_.leases.parse_fetch(Q, reply)
+        assert st_.leases.fetch_registered(reply) == registered
+        throttled = st_.leases.fetch_throttled(reply)
         if self.model.throttle is None:
             assert throttled is None
         else:  # the one registered executor is told when the next token comes (~ hours)
@@ -455,14 +460,14 @@ class QueueMachine(RuleBasedStateMachine):
             if end in ("ack", "ack-drop"):
                 acks[end == "ack"].append(lease)  # sent together, as the executor does
             elif end == "release":
-                got = st_.release(Q, lease.worker, [(lease.id, lease.token)])
+                got = st_.leases.release(Q, lease.worker, [(lease.id, lease.token)])
                 assert got == model.release([lease])
             elif end != "crash":
                 retry = {"fail": "none", "retry-soon": "soon", "retry-later": "later"}[end]
                 delay = {"none": -1, "soon": 0, "later": HOUR}[retry]
                 expected = model.fail(lease, retry)
-                got = st_.fail(Q, lease.worker, lease.id, lease.token, "model.t", "E: x", "tb",
-                               retry_delay_ms=delay)  # fmt: skip
+                got = st_.leases.fail(Q, lease.worker, lease.id, lease.token, "model.t", "E: x",
+                                      "tb", retry_delay_ms=delay)  # fmt: skip
                 assert got == expected
                 end = f"{end}:{expected}"
             self.step(f"cycle:{end}")
@@ -470,7 +475,7 @@ class QueueMachine(RuleBasedStateMachine):
             if leases:
                 assert all(model.ack(lease, keep, '"ok"') == "ok" for lease in leases)
                 items = [Finished(lease.id, lease.token, "model.t", '"ok"') for lease in leases]
-                assert st_.ack(Q, thread[0], items, result_ttl_ms=HOUR if keep else 0) == []
+                assert st_.leases.ack(Q, thread[0], items, result_ttl_ms=HOUR if keep else 0) == []
                 self.step(f"cycle:ack-batch-of-{len(items)}")
 
     @precondition(has_leases)
@@ -482,7 +487,7 @@ class QueueMachine(RuleBasedStateMachine):
         outcomes = [self.model.ack(lease, keep, result) for lease in leases]
         refused = [lease.id for lease, o in zip(leases, outcomes, strict=True) if o == "refused"]
         items = [Finished(lease.id, lease.token, "model.t", result) for lease in leases]
-        got = self.storage.ack(Q, thread[0], items, result_ttl_ms=HOUR if keep else 0)
+        got = self.storage.leases.ack(Q, thread[0], items, result_ttl_ms=HOUR if keep else 0)
         assert got == refused
         self.step(*(f"ack:{o}" for o in outcomes))
 
@@ -496,7 +501,7 @@ class QueueMachine(RuleBasedStateMachine):
         [lease] = self.pick_leases(data, self.pick_thread(data), 1)
         expected = self.model.fail(lease, retry)
         delay = {"none": -1, "soon": 0, "later": HOUR}[retry]
-        got = self.storage.fail(
+        got = self.storage.leases.fail(
             Q, lease.worker, lease.id, lease.token, "model.t", *failure, retry_delay_ms=delay
         )
         assert got == expected
@@ -508,7 +513,9 @@ class QueueMachine(RuleBasedStateMachine):
         thread = self.pick_thread(data)
         leases = self.pick_leases(data, thread, 3)
         expected = self.model.release(leases)
-        got = self.storage.release(Q, thread[0], [(lease.id, lease.token) for lease in leases])
+        got = self.storage.leases.release(
+            Q, thread[0], [(lease.id, lease.token) for lease in leases]
+        )
         assert got == expected
         self.step(f"release:{got}")
 
@@ -519,7 +526,7 @@ class QueueMachine(RuleBasedStateMachine):
         leases = self.pick_leases(data, thread, 3)
         expected = self.model.renew(leases)
         pairs = [(lease.id, lease.token) for lease in leases]
-        assert self.storage.renew(Q, thread[0], 0 if expiring else HOUR, pairs) == expected
+        assert self.storage.leases.renew(Q, thread[0], 0 if expiring else HOUR, pairs) == expected
         self.step(f"renew:lost={len(expected)}/{len(pairs)}")
 
     @precondition(has_leases)
@@ -528,7 +535,9 @@ class QueueMachine(RuleBasedStateMachine):
         [lease] = self.pick_leases(data, self.pick_thread(data), 1)
         value = json.dumps({"pct": n})
         expected = self.model.progress(lease, value)
-        got = self.storage.set_run_info(Q, lease.id, lease.token, lease.worker, "progress", value)
+        got = self.storage.leases.set_run_info(
+            Q, lease.id, lease.token, lease.worker, "progress", value
+        )
         assert got == expected
         self.step(f"progress:{got}")
 
@@ -549,20 +558,20 @@ class QueueMachine(RuleBasedStateMachine):
             lease_ms = data.draw(st.sampled_from([0, HOUR]), label="lease")
             handed = bool(model.hand) and model.hand[0][:2] == thread
             expected, _ = model.fetch(thread[0], thread[1], limit)
-            op = st_.fetch_op(Q, thread[0], thread[1], lease_ms, limit)
+            op = st_.leases.fetch_op(Q, thread[0], thread[1], lease_ms, limit)
             first = st_.call(*op)  # applied, its reply lost: not read
             again = st_.call(*op)
-            got = st_.parse_fetch(Q, again)
+            got = st_.leases.parse_fetch(Q, again)
             assert [(g.id, g.token, g.failures) for g in got] == expected
             sent = [str(x) for g in got for x in (g.id, g.token, g.failures, g.payload)]
             # what the first send would have said (but the ms left until an expiry: later now)
-            leased = [] if st_.fetch_throttled(first) is not None else first[2:]
+            leased = [] if st_.leases.fetch_throttled(first) is not None else first[2:]
             first_sent = [str(x) for n, x in enumerate(leased) if n % 5 != 4]
             assert first_sent == sent
             assert [int(x) < 0 for x in first[6::5]] == [g.expires_at is None for g in got]
             # held back by the rate limit: both sends are, alike (nothing was taken)
-            assert (st_.fetch_throttled(first) is None) == (model.throttle is None)
-            assert (st_.fetch_throttled(again) is None) == (model.throttle is None)
+            assert (st_.leases.fetch_throttled(first) is None) == (model.throttle is None)
+            assert (st_.leases.fetch_throttled(again) is None) == (model.throttle is None)
             for g in got:
                 self.leases[thread].append(Lease(thread[0], thread[1], g.id, g.token))
             self.step(f"reply-lost:fetch:{'handed' if handed else len(got)}")
@@ -577,7 +586,10 @@ class QueueMachine(RuleBasedStateMachine):
             ]
             items = [Finished(lease.id, lease.token, "model.t", '"ok"') for lease in leases]
             for _ in range(2):
-                assert st_.ack(Q, thread[0], items, result_ttl_ms=HOUR if keep else 0) == refused
+                assert (
+                    st_.leases.ack(Q, thread[0], items, result_ttl_ms=HOUR if keep else 0)
+                    == refused
+                )
             self.step(*(f"reply-lost:ack:{o}" for o in outcomes))
         elif move == "fail":
             [lease] = self.pick_leases(data, thread, 1)
@@ -585,22 +597,22 @@ class QueueMachine(RuleBasedStateMachine):
             expected = model.fail(lease, retry)
             delay = {"none": -1, "soon": 0, "later": HOUR}[retry]
             for _ in range(2):
-                got = st_.fail(Q, lease.worker, lease.id, lease.token, "model.t", "E: x", "tb",
-                               retry_delay_ms=delay)  # fmt: skip
+                got = st_.leases.fail(Q, lease.worker, lease.id, lease.token, "model.t", "E: x",
+                                      "tb", retry_delay_ms=delay)  # fmt: skip
                 assert got == expected
             self.step(f"reply-lost:fail:{expected}")
         else:  # a renewal, its reply lost, sent again after the run's ack went through
             leases = self.pick_leases(data, thread, 2)
             expected = model.renew(leases)
             pairs = [(lease.id, lease.token) for lease in leases]
-            assert st_.renew(Q, thread[0], HOUR, pairs) == expected
+            assert st_.leases.renew(Q, thread[0], HOUR, pairs) == expected
             live = [lease for lease in leases if model.holds(lease)]
             if live and data.draw(st.booleans(), label="acked meanwhile"):
                 assert model.ack(live[0], True, '"ok"') == "ok"
                 done = Finished(live[0].id, live[0].token, "model.t", '"ok"')
-                assert st_.ack(Q, thread[0], [done], result_ttl_ms=HOUR) == []
+                assert st_.leases.ack(Q, thread[0], [done], result_ttl_ms=HOUR) == []
                 expected = model.renew(leases)
-            assert st_.renew(Q, thread[0], HOUR, pairs) == expected
+            assert st_.leases.renew(Q, thread[0], HOUR, pairs) == expected
             self.step(f"reply-lost:renew:lost={len(expected)}/{len(pairs)}")
 
     @precondition(has_live_lease)
@@ -612,27 +624,29 @@ class QueueMachine(RuleBasedStateMachine):
         other = "w2" if lease.worker == "w1" else "w1"
         st_ = self.storage
         if move == "ack":
-            assert st_.ack(Q, other, [Finished(lease.id, lease.token, "model.t")]) == [lease.id]
+            assert st_.leases.ack(Q, other, [Finished(lease.id, lease.token, "model.t")]) == [
+                lease.id
+            ]
         elif move == "fail":
-            assert st_.fail(Q, other, lease.id, lease.token, "model.t", "E", "") == "refused"
+            assert st_.leases.fail(Q, other, lease.id, lease.token, "model.t", "E", "") == "refused"
         elif move == "renew":
-            assert st_.renew(Q, other, HOUR, [(lease.id, lease.token)]) == [lease.id]
+            assert st_.leases.renew(Q, other, HOUR, [(lease.id, lease.token)]) == [lease.id]
         elif move == "release":
-            assert st_.release(Q, other, [(lease.id, lease.token)]) == 0
+            assert st_.leases.release(Q, other, [(lease.id, lease.token)]) == 0
         else:
-            assert not st_.set_run_info(Q, lease.id, lease.token, other, "progress", "{}")
+            assert not st_.leases.set_run_info(Q, lease.id, lease.token, other, "progress", "{}")
         self.step(f"intruder:{move}")
 
     @rule(max_lost=st.integers(1, 3))
     def reap(self, max_lost: int) -> None:
-        reaped = self.storage.reap(Q, max_lost)
+        reaped = self.storage.leases.reap(Q, max_lost)
         assert reaped.items == self.model.reap(reaped.now, max_lost)
         self.step(*(f"reap:{outcome}" for _, _, outcome in reaped.items))
         assert reaped.next_deadline == self.model.next_deadline()
 
     @rule()
     def promote(self) -> None:
-        promoted = self.storage.promote(Q)
+        promoted = self.storage.tasks.promote(Q)
         assert promoted.moved == self.model.promote(promoted.now)
         assert promoted.next_due == self.model.next_due()
         self.step(f"promote:{promoted.moved}")
@@ -661,40 +675,40 @@ class QueueMachine(RuleBasedStateMachine):
             pool = list(IDS)
         ids = data.draw(st.lists(st.sampled_from(pool), min_size=1, max_size=3), label="ids")
         if move == "redo":
-            assert st_.requeue(Q, "error", ids) == (got := model.requeue("error", ids))
+            assert st_.tasks.requeue(Q, "error", ids) == (got := model.requeue("error", ids))
         elif move == "redo_oldest":
             got = model.requeue("error", model.errors_oldest(n))
-            assert st_.requeue(Q, "error", oldest=n) == got
+            assert st_.tasks.requeue(Q, "error", oldest=n) == got
         elif move == "redo_followed":  # the console's redo, noted for its follow page
             got = model.requeue("error", ids)
-            assert st_.redo_errors(Q, "b1", ids) == got
+            assert st_.errors.redo_errors(Q, "b1", ids) == got
         elif move == "run_now":
-            assert st_.requeue(Q, "delayed", ids) == (got := model.requeue("delayed", ids))
+            assert st_.tasks.requeue(Q, "delayed", ids) == (got := model.requeue("delayed", ids))
         elif move in ("delete", "cancel"):
             got = model.remove(ids, cancel=move == "cancel")
-            assert st_.remove(Q, ids, cancel=move == "cancel") == got
+            assert st_.tasks.remove(Q, ids, cancel=move == "cancel") == got
         elif move == "purge":
             got = model.purge(what, n)
-            assert st_.remove(Q, purge=what, limit=n) == got
+            assert st_.tasks.remove(Q, purge=what, limit=n) == got
             move = f"purge:{what}"
         elif move in ("limit", "unlimit"):
             model.max_running = n if move == "limit" else None
-            st_.configure(Q, max_running=model.max_running)
+            st_.queues.configure(Q, max_running=model.max_running)
             got = n if move == "limit" else 0
         elif move in ("rate", "unrate"):  # set, change or lift the rate limit
             burst = data.draw(st.integers(1, 3), label="burst") if move == "rate" else None
             model.set_rate(burst)
-            st_.configure(Q, rate_limit=None if burst is None else f"1/h burst {burst}")
+            st_.queues.configure(Q, rate_limit=None if burst is None else f"1/h burst {burst}")
             got = burst or 0
         elif move in ("bound", "unbound"):  # set, change or lift the pending limit
             when = data.draw(st.sampled_from(["buffer", "raise", "block"]), label="when_full")
             bound = {"max_pending": n if move == "bound" else None, "when_full": when}
             got = model.configure(**bound)
-            assert st_.configure(Q, **bound) == got  # type: ignore[arg-type]
+            assert st_.queues.configure(Q, **bound) == got  # type: ignore[arg-type]
             move = f"{move}:{when}"
         else:
             model.paused = move == "pause"
-            (st_.pause if model.paused else st_.resume)(Q)
+            (st_.queues.pause if model.paused else st_.queues.resume)(Q)
             got = 1
         self.step(f"{move}:{got[0] if isinstance(got, tuple) else got}")
 
@@ -708,7 +722,7 @@ class QueueMachine(RuleBasedStateMachine):
         errors = sorted(self.model.in_state("error"))
         ids = data.draw(st.lists(st.sampled_from(errors + list(IDS[:1])), min_size=1, max_size=3))
         got = self.model.to_trash(f"b{n}", ids)
-        assert self.storage.trash_errors(Q, f"b{n}", ids) == got
+        assert self.storage.errors.trash_errors(Q, f"b{n}", ids) == got
         self.step(f"trash:{got[0]}")
 
     @precondition(has_errors)
@@ -717,7 +731,7 @@ class QueueMachine(RuleBasedStateMachine):
         """``ztq queue purge QUEUE errors``: the oldest errors deleted for good (remove.lua,
         which moves the error counters with them)."""
         got = self.model.purge("errors", n)
-        assert self.storage.remove(Q, purge="errors", limit=n) == got
+        assert self.storage.tasks.remove(Q, purge="errors", limit=n) == got
         self.step(f"purge:errors:{got[0]}")
 
     def has_trash(self) -> bool:
@@ -733,7 +747,7 @@ class QueueMachine(RuleBasedStateMachine):
         ids = data.draw(st.lists(st.sampled_from(sorted(self.model.trash[batch])), min_size=1,
                                  max_size=3))  # fmt: skip
         got = self.model.restore(batch, ids)
-        assert self.storage.restore_errors(Q, batch, ids) == got
+        assert self.storage.errors.restore_errors(Q, batch, ids) == got
         self.step(f"restore:{'restored' if got[0] else 'skipped' if got[1] else 'none'}")
 
     def has_waiting(self) -> bool:
@@ -755,7 +769,7 @@ class QueueMachine(RuleBasedStateMachine):
         deleted = taken_all = 0
         while taken_all < present:
             got = model.purge("ready", min(n, present - taken_all))
-            assert st_.remove(Q, purge="ready", limit=min(n, present - taken_all)) == got
+            assert st_.tasks.remove(Q, purge="ready", limit=min(n, present - taken_all)) == got
             if not got[1]:
                 break
             deleted, taken_all = deleted + got[0], taken_all + got[1]
@@ -792,12 +806,12 @@ class QueueMachine(RuleBasedStateMachine):
             self.enqueue([(task_id, "high", "now", True, None)])
             return
         if move == "purge":
-            assert st_.remove(Q, purge="ready", limit=n) == model.purge("ready", n)
+            assert st_.tasks.remove(Q, purge="ready", limit=n) == model.purge("ready", n)
         else:
             waiting = sorted(model.in_state("queued") | model.in_state("overflow"))
             ids = data.draw(st.lists(st.sampled_from(waiting), min_size=1, max_size=2), label="ids")
             cancel = move == "cancel"
-            assert st_.remove(Q, ids, cancel=cancel) == model.remove(ids, cancel=cancel)
+            assert st_.tasks.remove(Q, ids, cancel=cancel) == model.remove(ids, cancel=cancel)
         self.step(f"make-room:{move}")
 
     # -- invariants ----------------------------------------------------------------------------
@@ -870,15 +884,15 @@ class QueueMachine(RuleBasedStateMachine):
         if replay and self.relayed:
             self.storage.client.rpush(k.batch_out(Q), data.draw(st.sampled_from(self.relayed)))
         self.relayed += [str(e) for e in self.storage.client.lrange(k.batch_out(Q), 0, -1)]
-        self.storage.relay_queue(Q)
+        self.storage.batches.relay_queue(Q)
         for b, batch in self.batches.items():
             batch.relay([e for e in self.model.ends if BATCH_OF[e[0]] == b])
         self.model.ends = []
-        for entry in self.storage.batch_sends():
+        for entry in self.storage.batches.batch_sends():
             cb, b, what = entry.split("\t")
             assert cb == "cb" and b in BATCHES, entry
             self.fired[(b, what)] += 1
-            self.storage.batch_sent(entry)
+            self.storage.batches.batch_sent(entry)
         ended = [k for b in self.batches.values() for k, e in
                  (("complete", b.complete), ("success", b.success)) if e]  # fmt: skip
         self.step("relay:replayed" if replay else "relay", *(f"relay:{k}" for k in ended))
@@ -1062,7 +1076,9 @@ class QueueMachine(RuleBasedStateMachine):
 
         # 7. what the console shows
         [stats] = monitor.queue_stats(self.storage, [Q], minutes=2)
-        assert self.storage.pending_count(Q) == model.pending() + len(model.in_state("delayed"))
+        assert self.storage.queues.pending_count(Q) == model.pending() + len(
+            model.in_state("delayed")
+        )
         assert (stats.delayed, stats.running, stats.errors, stats.paused) == (
             len(model.in_state("delayed")),
             len(model.in_state("running")),

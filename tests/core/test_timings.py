@@ -38,12 +38,12 @@ def _run(store: Storage, wait_ms: int, run_ms: int, *, fail: bool = False) -> No
     """One task that waited ``wait_ms`` before its lease and ran ``run_ms`` before its end."""
     handle = t.add.delay(wait_ms, run_ms)
     _shift(store, handle.id, enqueued=wait_ms + run_ms)
-    [lease] = store.fetch(Q, "w", "t", 60_000, 1)
+    [lease] = store.leases.fetch(Q, "w", "t", 60_000, 1)
     _shift(store, lease.id, started=run_ms)  # the lease began run_ms ago, wait_ms after ready
     if fail:
-        store.fail(Q, "w", lease.id, lease.token, "add", "ValueError: x", "")
+        store.leases.fail(Q, "w", lease.id, lease.token, "add", "ValueError: x", "")
     else:
-        store.ack(Q, "w", [Finished(lease.id, lease.token, "add", "1")])
+        store.leases.ack(Q, "w", [Finished(lease.id, lease.token, "add", "1")])
 
 
 @pytest.mark.parametrize("ms", [0, 1, 2, 3, 5, 90, 1000, 1449, 1448, 60_000, 10**7, 10**9])
@@ -110,9 +110,9 @@ def test_a_delayed_task_waits_from_its_due_time_not_its_enqueue(store: Storage) 
     handle = t.add.enqueue((1, 2), delay=3600)
     _shift(store, handle.id, enqueued=7_200_000, due=3_600_000 + 300)  # due 300 ms ago
     store.client.zadd(store.keys.delayed(Q), {handle.id: int(time.time() * 1000) - 300})
-    assert store.promote(Q)[0] == 1
-    [lease] = store.fetch(Q, "w", "t", 60_000, 1)
-    store.ack(Q, "w", [Finished(lease.id, lease.token, "add", "3")])
+    assert store.tasks.promote(Q)[0] == 1
+    [lease] = store.leases.fetch(Q, "w", "t", 60_000, 1)
+    store.leases.ack(Q, "w", [Finished(lease.id, lease.token, "add", "3")])
     total = timings.parse(0, store.client.hgetall(store.keys.totals(Q)))
     assert 300 <= total.wait.total_ms < 1000  # not the two hours since the enqueue
 

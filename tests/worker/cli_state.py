@@ -70,7 +70,7 @@ def run(
     """Lease what is ready in ``queue`` and finish it: ``fail(payload)`` says how it failed
     (None: it succeeded)."""
     done = []
-    for lease in storage.fetch(queue, worker, f"{queue}-0", 60_000, 100):
+    for lease in storage.leases.fetch(queue, worker, f"{queue}-0", 60_000, 100):
         payload = decode_payload(lease.payload)
         failure = fail(payload)
         if failure is None:
@@ -78,10 +78,10 @@ def run(
             continue
         kind, message, frames = failure
         error = f"{kind.rsplit('.', 1)[-1]}: {message}"
-        storage.fail(queue, worker, lease.id, lease.token, payload["task"], error,
+        storage.leases.fail(queue, worker, lease.id, lease.token, payload["task"], error,
                      traceback(kind, message, frames))  # fmt: skip
     if done:
-        storage.ack(queue, worker, done)
+        storage.leases.ack(queue, worker, done)
 
 
 def _shift(storage: Storage, queue: str, task_id: str, ms: int) -> None:
@@ -155,8 +155,8 @@ def seed(app: App) -> dict[str, Any]:
                                  sent[to[4]]: 12 * 60 + 5})  # fmt: skip
     # running now: a picture on app-1, 42 of 100 sizes done
     ids["running"] = call("shop.images.resize", "uploads/1830.jpg")
-    [lease] = storage.fetch("default", "app-1.4242", "default-0", 60_000, 1)
-    storage.set_run_info("default", lease.id, lease.token, "app-1.4242", "progress",
+    [lease] = storage.leases.fetch("default", "app-1.4242", "default-0", 60_000, 1)
+    storage.leases.set_run_info("default", lease.id, lease.token, "app-1.4242", "progress",
                          '{"done": 42, "total": 100}')  # fmt: skip
     # waiting: orders (one refund first, statistics last), mail for 3 minutes, reports
     # that wait for their worker (lost) in a paused queue
@@ -174,7 +174,7 @@ def seed(app: App) -> dict[str, Any]:
     for report in ("sales", "stock"):
         call("shop.reports.daily", report, queue="reports")
     waiting_since(storage, "reports", 230)  # since a little after its worker was lost
-    storage.pause("reports")
+    storage.queues.pause("reports")
     # the workers
     started = time.time() - 75
     scenario.heartbeat(storage, "app-1.4242", host="app-1", ip="10.0.0.7", pid=4242,

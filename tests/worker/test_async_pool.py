@@ -188,7 +188,7 @@ def test_an_async_task_under_threads_waits_in_errors_until_redone(start_worker) 
     # nothing is lost: served by an async pool, the redone task runs
     threads.request_stop()
     start_worker({"threads": 2}, pool="async", **IMPORTS)
-    assert ztq.get_storage().requeue("threads", "error", [h.id]) == 1
+    assert ztq.get_storage().tasks.requeue("threads", "error", [h.id]) == 1
     assert h.get(timeout=10) == 7
 
 

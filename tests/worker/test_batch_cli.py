@@ -24,11 +24,11 @@ def run(capsys: pytest.CaptureFixture[str], redis_url: str, *argv: str) -> tuple
 
 
 def finish(storage: Storage, fail: set[str]) -> None:
-    for lease in storage.fetch("default", W, "t", 30_000, 100):
+    for lease in storage.leases.fetch("default", W, "t", 30_000, 100):
         if lease.id in fail:
-            storage.fail("default", W, lease.id, lease.token, "x", "ValueError: no", "")
+            storage.leases.fail("default", W, lease.id, lease.token, "x", "ValueError: no", "")
         else:
-            storage.ack("default", W, [Finished(lease.id, lease.token, "x", "")])
+            storage.leases.ack("default", W, [Finished(lease.id, lease.token, "x", "")])
     relay(storage, ["default"])
 
 

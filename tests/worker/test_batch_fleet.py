@@ -63,12 +63,12 @@ def test_the_sweep_relays_what_a_killed_worker_left(start_worker: Any) -> None:
     key = "test:swept"
     with ztq.batch(on_complete=t.count_in_redis.prepare((key,), queue="default")) as b:
         t.add.delay(1, 2)
-    [lease] = storage.fetch("default", "dead-worker", "t0", 30_000, 1)
-    storage.ack("default", "dead-worker", [Finished(lease.id, lease.token, t.add.name, "3")])
+    [lease] = storage.leases.fetch("default", "dead-worker", "t0", 30_000, 1)
+    storage.leases.ack("default", "dead-worker", [Finished(lease.id, lease.token, t.add.name, "3")])
     assert storage.client.llen(storage.keys.batch_out("default")) == 1  # not relayed
     assert b.status().state == "open"
     start_worker({"default": 1})  # another worker: its tick sweeps the outboxes
-    assert storage.wait_batch(b.id, "complete", 20)
+    assert storage.batches.wait_batch(b.id, "complete", 20)
     done = ztq.TaskHandle(callback_id(b.id, "complete"), "default")
     wait_for(done.record, timeout=10)
     assert done.get(timeout=10) == 1

@@ -144,11 +144,11 @@ def test_a_paused_queue_holds_its_broadcasts(
     start_worker: Callable[..., Worker], tmp_path: Path
 ) -> None:
     web_worker(start_worker, "w")
-    ztq.get_storage().pause("web")
+    ztq.get_storage().queues.pause("web")
     h = t.note.broadcast(str(tmp_path / "out"), "x")
     with pytest.raises(ztq.ResultTimeout):
         h.wait(timeout=0.5)
-    ztq.get_storage().resume("web")
+    ztq.get_storage().queues.resume("web")
     assert [r.state for r in h.wait(timeout=60)] == ["done"]
 
 
@@ -234,7 +234,7 @@ def test_a_subscription_into_a_full_queue_waits_and_loses_no_message(
     unacknowledged and takes it over again later; every message runs once."""
     out = tmp_path / "orders.jsonl"
     storage = ztq.get_storage()
-    storage.register_queue("audit")
+    storage.queues.register_queue("audit")
     ztq.configure_queue("audit", max_pending=2)
     w = start_worker({"audit": 1}, name="full-1", imports=IMPORTS)
     orders = ztq.channel("test-orders")
@@ -246,7 +246,7 @@ def test_a_subscription_into_a_full_queue_waits_and_loses_no_message(
     for i in range(5):
         assert orders.publish({"order": i, "out": str(out)})
     wait_for(lambda: int(storage.client.hget(storage.keys.totals("audit"), "refused") or 0))
-    assert storage.pending_count("audit") == 2  # what fitted; the rest waits in the channel
+    assert storage.queues.pending_count("audit") == 2  # what fitted; the rest waits in the channel
     w.set_threads("audit", 1)  # a worker of audit drains it: the rest get in
     wait_for(lambda: len(lines(out)) == 5, timeout=30)
     assert sorted(json.loads(x)["order"] for x in lines(out)) == list(range(5))

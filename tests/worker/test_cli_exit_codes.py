@@ -28,8 +28,8 @@ def _seed(storage: Storage) -> str:
     for i in range(3):
         t.noop.delay(i)
     failed = t.send.delay("eve@example.org").id
-    for task in storage.fetch("mail", "w", "t0", 60_000, limit=10):
-        storage.fail("mail", "w", task.id, task.token, "SMTPError", "550", "")
+    for task in storage.leases.fetch("mail", "w", "t0", 60_000, limit=10):
+        storage.leases.fail("mail", "w", task.id, task.token, "SMTPError", "550", "")
     return failed
 
 
@@ -114,6 +114,6 @@ def test_redo_of_ids_redoes_those_found_and_names_the_others(
     out, err = capsys.readouterr()
     assert out == "1 task(s) back in mail\n"
     assert err == f"ztq: no task {MISSING} in the errors of mail\n"
-    assert storage.pending_count("mail") == 1
+    assert storage.queues.pending_count("mail") == 1
     assert main(["redo", "mail", "--all", "--redis", redis_url]) == 0  # a queue, no errors
     assert capsys.readouterr().out == "0 of 0 error(s) back in mail\n"

@@ -52,7 +52,9 @@ def idle_worker(cluster_storage: Storage) -> Iterator[Worker]:
 
 def _armed(storage: Storage, queues: tuple[str, ...]) -> bool:
     keys = tuple(storage.keys.wake(q) for q in queues)
-    return any(w.keys == list(keys) and w.armed.is_set() for w in storage._multi_waits.values())
+    return any(
+        w.keys == list(keys) and w.armed.is_set() for w in storage.waits._multi_waits.values()
+    )
 
 
 def test_the_queues_really_are_in_different_slots(cluster_storage: Storage) -> None:

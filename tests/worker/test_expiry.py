@@ -40,7 +40,7 @@ def test_a_worker_started_after_the_expiry_runs_nothing_expired(
     fresh = t.record.enqueue((str(out), "fresh"), expires=3600)
     plain = t.record.delay(str(out), "plain")
     storage = ztq.get_storage()
-    last_exp = max(storage.record("default", h.id).get("exp") for h in stale)
+    last_exp = max(storage.tasks.record("default", h.id).get("exp") for h in stale)
     wait_for(lambda: redis_ms() > last_exp)  # Redis's clock passed their expiry
     proc = subprocess.run(
         [sys.executable, "-c", "import sys; from ztq.worker.cli import main; sys.exit(main())",
@@ -76,16 +76,16 @@ def test_a_task_held_in_a_batch_past_its_expiry_is_not_run(
     slow = t.reports_then_waits.delay(str(gate), "holding", 10)  # runs until the gate opens
     late = t.record.enqueue((str(out), "late"), expires=0.5)
     w.paused.clear()
-    wait_for(lambda: str(storage.record("default", late.id).state) == "running")
-    assert str(storage.record("default", slow.id).state) == "running"  # one batch of two
-    exp = storage.record("default", late.id).get("exp")
+    wait_for(lambda: str(storage.tasks.record("default", late.id).state) == "running")
+    assert str(storage.tasks.record("default", slow.id).state) == "running"  # one batch of two
+    exp = storage.tasks.record("default", late.id).get("exp")
     wait_for(lambda: redis_ms() > exp + 50)
     gate.write_text("go")
     with pytest.raises(TaskExpired):
         late.get(timeout=10)
     assert slow.get(timeout=10) == "released"
     assert not out.exists()  # never ran
-    rec = storage.record("default", late.id)
+    rec = storage.tasks.record("default", late.id)
     assert rec.get("attempts") == 1  # it was leased in the batch, given back, then ended
     assert w.executors[0].is_alive()
 
@@ -111,15 +111,15 @@ def test_a_give_back_redis_refuses_leaves_the_rest_of_the_batch_running(
         refused.extend(task_id for task_id, _ in held)
         raise ConnectionFailed("Redis unreachable (test)")
 
-    monkeypatch.setattr(ex.storage, "release", release)
+    monkeypatch.setattr(ex.storage.leases, "release", release)
     w.paused.set()
     wait_for(lambda: storage.client.get(storage.keys.waiter("default")) is None)
     slow = t.reports_then_waits.delay(str(gate), "holding", 10)
     late = t.record.enqueue((str(out), "late"), expires=0.5)
     after = t.record.delay(str(out), "after")
     w.paused.clear()
-    wait_for(lambda: str(storage.record("default", after.id).state) == "running")
-    exp = storage.record("default", late.id).get("exp")
+    wait_for(lambda: str(storage.tasks.record("default", after.id).state) == "running")
+    exp = storage.tasks.record("default", late.id).get("exp")
     wait_for(lambda: redis_ms() > exp + 50)
     gate.write_text("go")
     assert slow.get(timeout=10) == "released"

@@ -21,7 +21,7 @@ import ztq.core as ztq
 from tests import sample_tasks as t
 from tests.worker.conftest import wait_for
 from tests.worker.test_redis_pressure import alive, fill, spawn  # noqa: F401 - a fixture
-from ztq.core.engine.task_moves import Finished
+from ztq.core.engine.parts.leases import Finished
 from ztq.core.errors import RedisFull
 from ztq.worker.embedded import RedisProcess
 
@@ -80,19 +80,24 @@ def test_a_renewal_and_an_ack_go_through_under_oom_with_one_warning(
     monkeypatch.setattr(FULL, "quiet", 0.0)  # the episode ends at the first plain call
     storage = ztq.get_storage()
     handles = [t.add.delay(i, 1) for i in range(30)]
-    leases = storage.fetch("default", "w1", "t", 5000, 30)
+    leases = storage.leases.fetch("default", "w1", "t", 5000, 30)
     assert len(leases) == 30
     free = fill(server)
     before = storage.client.zscore(storage.keys.running("default"), leases[0].id)
     with caplog.at_level(logging.INFO, logger="ztq.redis"):
-        assert storage.renew("default", "w1", 60_000, [(x.id, x.token) for x in leases]) == []
+        assert (
+            storage.leases.renew("default", "w1", 60_000, [(x.id, x.token) for x in leases]) == []
+        )
         assert storage.client.zscore(storage.keys.running("default"), leases[0].id) > before
         for lease in leases:  # one ack per task: one WARNING for them all
-            assert storage.ack("default", "w1", [Finished(lease.id, lease.token, "add", "2")]) == []
+            assert (
+                storage.leases.ack("default", "w1", [Finished(lease.id, lease.token, "add", "2")])
+                == []
+            )
         free()
         t.add.delay(100, 1)
-        [later] = storage.fetch("default", "w1", "t", 5000, 1)
-        storage.ack("default", "w1", [Finished(later.id, later.token, "add", "101")])
+        [later] = storage.leases.fetch("default", "w1", "t", 5000, 1)
+        storage.leases.ack("default", "w1", [Finished(later.id, later.token, "add", "101")])
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "Redis reached maxmemory" in warnings[0].getMessage()
     assert any("takes writes under maxmemory again" in r.getMessage() for r in caplog.records)
@@ -135,9 +140,9 @@ def test_ztq_info_shows_memory_what_yielded_and_warns_from_80_percent(
 
     storage = ztq.get_storage()
     handles = [t.add.delay(i, 1) for i in range(10)]
-    leases = storage.fetch("default", "w1", "t", 5000, 10)
+    leases = storage.leases.fetch("default", "w1", "t", 5000, 10)
     free = fill(server)  # ~97% of maxmemory: past the warning's 80%
-    storage.ack("default", "w1", [Finished(x.id, x.token, "add", "2") for x in leases])
+    storage.leases.ack("default", "w1", [Finished(x.id, x.token, "add", "2") for x in leases])
     assert main(["info", "--redis", server.url, "--json"]) == 0
     memory = json.loads(capsys.readouterr().out)["redis_memory"]
     assert memory["maxmemory"] and memory["used"] >= 0.8 * memory["maxmemory"]
@@ -155,8 +160,8 @@ def test_compact_finished_keeps_state_and_times_not_the_result(server: RedisProc
     it keeps under maxmemory, outside any episode, and writes its history entry as ever."""
     storage = ztq.get_storage()
     h = t.add.delay(1, 2)
-    [lease] = storage.fetch("default", "w1", "t", 5000, 1)
-    op = storage.ack_op("default", "w1", [Finished(lease.id, lease.token, "add", "3")],
+    [lease] = storage.leases.fetch("default", "w1", "t", 5000, 1)
+    op = storage.leases.ack_op("default", "w1", [Finished(lease.id, lease.token, "add", "3")],
                         compact=True)  # fmt: skip
     assert storage.call(*op) == []
     raw = storage.client.hget(storage.keys.tasks("default"), lease.id)
@@ -189,9 +194,9 @@ def test_the_pipeline_and_asyncio_paths_send_the_twins_too(server: RedisProcess)
 
     storage = ztq.get_storage()
     handles = [t.add.delay(i, 1) for i in range(3)]
-    a, b, c = storage.fetch("default", "w1", "t", 5000, 3)
+    a, b, c = storage.leases.fetch("default", "w1", "t", 5000, 3)
     free = fill(server)
-    ack = storage.ack_op
+    ack = storage.leases.ack_op
     replies = SCRIPTS.call_many(storage.client, [ack("default", "w1", [Finished(a.id, a.token,
                                 "add", "1")])], wait=(0, 10))  # fmt: skip
     assert replies[0] == []

@@ -45,7 +45,7 @@ def test_an_idle_executor_gets_the_task_leased_by_the_enqueue(
     wait_for(lambda: waiter(fresh=True) == "idle-1")  # its empty fetch registered it
     storage = ztq.get_storage()
     h = t.sleepy.delay(0.5, "")
-    rec = storage.record("default", h.id)  # right after the enqueue returned
+    rec = storage.tasks.record("default", h.id)  # right after the enqueue returned
     assert rec is not None and str(rec.state) == "running" and rec.get("worker") == "idle-1"
     assert storage.client.llen(storage.keys.ready("default", "normal")) == 0  # never queued
     assert h.get(timeout=10) == "slept"
@@ -72,7 +72,7 @@ def test_a_task_handed_to_an_executor_that_stops_goes_back(
     storage = ztq.get_storage()
     w.paused.set()  # it takes nothing new: a task handed now is given back at once
     h = t.add.delay(2, 3)
-    wait_for(lambda: storage.record("default", h.id).state.value == "queued")
+    wait_for(lambda: storage.tasks.record("default", h.id).state.value == "queued")
     assert storage.client.llen(storage.keys.hand("default")) == 0
     w.paused.clear()
     assert h.get(timeout=10) == 5 and ex.is_alive()
@@ -111,7 +111,7 @@ def test_a_stopping_worker_wakes_every_idle_thread_of_a_queue(
         return read
 
     for name in ("wait", "wait_handed"):
-        monkeypatch.setattr(storage, name, watched(getattr(storage, name)))
+        monkeypatch.setattr(storage.waits, name, watched(getattr(storage.waits, name)))
     w = start_worker({"default": 4}, name="four-stop", idle_wait=60.0)
     # the four blocked in their read (8 s: MAX_BLOCK), the scheduler in its own
     wait_for(lambda: {f"ztq-default-{i}" for i in range(4)} <= reading)
@@ -146,11 +146,11 @@ def test_a_task_handed_to_a_dead_executor_runs_once_elsewhere_after_its_lease(
     marker = tmp_path / "ran"
     h = t.record.delay(str(marker), "once")
     storage = ztq.get_storage()
-    assert storage.record("default", h.id).get("worker") == "doomed"  # handed to the dead
+    assert storage.tasks.record("default", h.id).get("worker") == "doomed"  # handed to the dead
     start_worker({"default": 1}, name="rescuer", lease=1.5)  # its reaper watches default
     started = time.monotonic()
     wait_for(lambda: marker.exists(), timeout=20)
     print(f"\nhanded to a dead executor: ran elsewhere after {time.monotonic() - started:.2f}s")
-    wait_for(lambda: storage.record("default", h.id) is None or h.state.value == "done")
+    wait_for(lambda: storage.tasks.record("default", h.id) is None or h.state.value == "done")
     assert marker.read_text() == "once\n"
     assert storage.client.llen(storage.keys.hand("default")) == 0  # the reaper dropped it

@@ -95,7 +95,7 @@ def test_per_key_concurrency_holds_across_processes_and_a_sigkill(
     assert len(ended) - len(set(ended)) <= 3  # at most the killed process's runs ran twice
     # no slot leaked: the keys hold no lease, none is parked
     assert storage.client.zcard(f"ztq:{{{k.Q}}}:k:run") == 0
-    assert storage.pending_count(k.Q) == 0
+    assert storage.queues.pending_count(k.Q) == 0
 
 
 def test_a_key_with_10_tasks_finishes_long_before_one_with_1000(
@@ -109,11 +109,11 @@ def test_a_key_with_10_tasks_finishes_long_before_one_with_1000(
         big = [k.turn.delay("big", n, 0.002) for n in range(1000)]
     with ztq.transaction():  # one round trip: the big key runs alone meanwhile
         small = [k.turn.delay("small", n, 0.002) for n in range(10)]
-    wait_for(lambda: storage.pending_count(k.Q) == 0, timeout=120, every=0.2)
+    wait_for(lambda: storage.queues.pending_count(k.Q) == 0, timeout=120, every=0.2)
     wait_for(lambda: all(h.state.value == "done" for h in big + small), timeout=30, every=0.2)
 
     def times(handles: list[ztq.TaskHandle], field: str) -> list[int]:
-        recs = storage.records(k.Q, [h.id for h in handles])
+        recs = storage.tasks.records(k.Q, [h.id for h in handles])
         return [int(r.meta[field]) for r in recs if r is not None]
 
     small_done = max(times(small, "ended"))
@@ -136,7 +136,7 @@ def test_a_per_key_rate_holds_over_every_2s_window(
     wait_for(lambda: all(h.state.value == "done" for h in handles), timeout=60, every=0.1)
     starts: dict[str, list[int]] = defaultdict(list)
     for h in handles:
-        rec = storage.record(k.Q, h.id)
+        rec = storage.tasks.record(k.Q, h.id)
         assert rec is not None
         starts[rec.meta["key"]].append(int(rec.meta["started"]))  # Redis's clock
     for key, times in starts.items():

@@ -124,7 +124,7 @@ def push_raw(payload: str) -> str:
     old producer, another language, a hand-made record)."""
     storage = ztq.get_storage()
     task_id = f"raw-{abs(hash(payload)) % 10**8}"
-    storage.call(*storage.enqueue_op("default", [EnqueueEntry(task_id, payload)]))
+    storage.call(*storage.tasks.enqueue_op("default", [EnqueueEntry(task_id, payload)]))
     return task_id
 
 

@@ -128,8 +128,8 @@ def test_a_lost_lease_and_the_worker_stop_are_told(serve, redis_url: str) -> Non
     wait_for(lambda: app.ping(h) == "running")
     storage = app.storage()
     storage.client.zadd(storage.keys.running("default"), {h.id: 0})  # its lease ran out
-    wait_for(lambda: storage.reap("default", max_lost=5) and app.ping(h) == "queued")
-    assert storage.fetch("default", "someone-else", "t", 60_000, 1)[0].id == h.id
+    wait_for(lambda: storage.leases.reap("default", max_lost=5) and app.ping(h) == "queued")
+    assert storage.leases.fetch("default", "someone-else", "t", 60_000, 1)[0].id == h.id
     worker.renew_leases()
     assert ("on_lease_lost", h.id) in rec.seen
     release.set()
@@ -206,7 +206,7 @@ def test_a_middleware_that_raises_is_named_and_loses_nothing(serve, caplog) -> N
     serve(app)
     with pytest.raises(MiddlewareError, match="middleware Refuse refused to enqueue job: no sec"):
         job.delay(secret="hunter2")
-    assert app.storage().pending_count("default") == 0  # nothing was written
+    assert app.storage().queues.pending_count("default") == 0  # nothing was written
     with caplog.at_level(logging.ERROR, logger="ztq.core.middleware.base"):
         h = job.delay()
         wait_for(lambda: app.ping(h) == "done")

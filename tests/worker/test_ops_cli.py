@@ -25,9 +25,9 @@ import ztq.core as ztq
 from tests import forked_cli
 from tests import sample_tasks as t
 from tests.console import scenario
+from ztq.core.engine.parts.leases import Finished
 from ztq.core.engine.record import split_record
 from ztq.core.engine.storage import Storage
-from ztq.core.engine.task_moves import Finished
 from ztq.core.engine.workers import take_commands
 from ztq.core.monitor import overview, streams
 from ztq.worker.cli import ops, tasks, terminal
@@ -113,7 +113,7 @@ def test_info_json_is_what_the_console_api_serves(
     scenario.populate(store)
     code, out, _ = run(capsys, redis_url, "info", "--json")
     data = json.loads(out)
-    api = overview.queues(store, store.queues(), 30.0)
+    api = overview.queues(store, store.queues.names(), 30.0)
     assert [q["name"] for q in data["queues"]] == [q["name"] for q in api]
     assert data["queues"][0].keys() == api[0].keys()
     # a minute of throughput a line ([minute, done, failed]), not a number a line
@@ -179,9 +179,9 @@ def test_worker_and_queue_commands_are_sent_and_audited(
     code, _, err = run(capsys, redis_url, "workers", "stop", "nobody")
     assert code == 1 and "no worker nobody" in err
     assert run(capsys, redis_url, "queue", "pause", "reports")[0] == 0
-    assert store.is_paused("reports")
+    assert store.queues.is_paused("reports")
     assert run(capsys, redis_url, "queue", "resume", "reports")[0] == 0
-    assert not store.is_paused("reports")
+    assert not store.queues.is_paused("reports")
     actions = audit_actions(store)
     assert [a for _, a in actions[:4]] == ["resume queue", "pause queue", "worker set_threads",
                                            "worker pause"]  # fmt: skip
@@ -194,10 +194,10 @@ def test_destroying_needs_yes_where_nobody_can_be_asked(
     for i in range(5):
         t.add.delay(i, 0)
     code, _, err = run(capsys, redis_url, "purge", "default", "ready")
-    assert code == 2 and "add --yes" in err and store.pending_count("default") == 5
+    assert code == 2 and "add --yes" in err and store.queues.pending_count("default") == 5
     code, out, _ = run(capsys, redis_url, "queue", "purge", "default", "ready", "--yes")
     assert code == 0 and "5 task(s) deleted from default ready" in out
-    assert store.pending_count("default") == 0
+    assert store.queues.pending_count("default") == 0
     assert "purge ready" in [a for _, a in audit_actions(store)]
 
 
@@ -213,7 +213,7 @@ def test_a_person_is_asked_and_sees_progress(store: Storage, redis_url: str) -> 
     assert code == 0 and "111 of 1200 error(s) back in default" in shown  # 11, 110..119, 1100..
     assert "[y/n]" not in shown  # a redo destroys nothing: it does not ask
     assert "━" in shown  # rich's progress bar was drawn on the terminal
-    assert store.pending_count("default") == 111
+    assert store.queues.pending_count("default") == 111
 
 
 def test_bulk_delete_takes_only_the_matching_errors(
@@ -243,7 +243,7 @@ def test_tables_fit_a_narrow_terminal(store: Storage, redis_url: str, columns: i
     t.send.enqueue(("ann@example.org",), queue="notifications")
     worker = "eu-west-1b.batch.31337"
     scenario.heartbeat(store, worker, host="eu-west-1b", threads={"notifications": 2})
-    store.pause("reports")
+    store.queues.pause("reports")
     queues = ["default", "mail", "reports", "notifications"]
     workers = ["app-1.4242", "mailer-1", "batch-7", worker]
     shown: dict[str, str] = {}
@@ -402,9 +402,9 @@ def test_task_json_gives_the_result_as_json_not_as_a_string(
     the console's /api/tasks serves the same dict (``overview.task_dict``)."""
     results = {t.add.delay(7, 8.0).id: 15.0, t.add.delay(1, 1).id: {"sum": [2, "two"]},
                t.add.delay(0, 0).id: 0, t.add.delay(9, 9).id: "x" * 70_000}  # fmt: skip
-    for leased in store.fetch("default", "w", "t0", 60_000, limit=10):
+    for leased in store.leases.fetch("default", "w", "t0", 60_000, limit=10):
         result = json.dumps(results[leased.id])
-        store.ack(
+        store.leases.ack(
             "default", "w", [Finished(leased.id, leased.token, "tests.sample_tasks.add", result)]
         )
     for task_id, result in results.items():
@@ -452,11 +452,11 @@ def test_queue_forget_removes_an_idle_queue_and_refuses_one_that_holds_or_is_ser
     t.add.prepare((1, 2)).with_options(queue="abc").enqueue()
     code, _, err = run(capsys, redis_url, "queue", "forget", "abc")
     assert (code, err) == (1, "ztq: abc holds 1 ready tasks (normal): not forgotten\n")
-    [lease] = store.fetch("abc", "w1", "x", 60_000)
+    [lease] = store.leases.fetch("abc", "w1", "x", 60_000)
     code, _, err = run(capsys, redis_url, "queue", "forget", "abc")
     assert (code, err) == (1, "ztq: abc holds 1 running tasks: not forgotten\n")
-    assert store.ack("abc", "w1", [Finished(lease.id, lease.token, "add", "3")]) == []
-    store.pause("abc")  # a setting: forgotten with the queue
+    assert store.leases.ack("abc", "w1", [Finished(lease.id, lease.token, "add", "3")]) == []
+    store.queues.pause("abc")  # a setting: forgotten with the queue
     scenario.heartbeat(store, "w1", threads={"abc": 2})
     code, _, err = run(capsys, redis_url, "queue", "forget", "abc")
     assert (code, err) == (
@@ -466,10 +466,10 @@ def test_queue_forget_removes_an_idle_queue_and_refuses_one_that_holds_or_is_ser
     scenario.heartbeat(store, "w1", status="stopped", threads={"abc": 2})
     scenario.heartbeat(store, "w2", threads={"abc": 1})
     scenario.make_lost(store, "w2")  # a lost worker serves nothing (as every page counts)
-    assert "abc" in store.queues() and store.client.keys("*{abc}*")
+    assert "abc" in store.queues.names() and store.client.keys("*{abc}*")
     code, out, _ = run(capsys, redis_url, "queue", "forget", "abc")
     assert (code, out) == (0, "abc forgotten\n")
-    assert "abc" not in store.queues()
+    assert "abc" not in store.queues.names()
     left = store.client.keys("*{abc}*")  # one request's and one fetch's ids: they expire
     assert all(store.client.pttl(k) > 0 for k in left) and len(left) <= 2, left
     assert "no queue yet" in run(capsys, redis_url, "info")[1]  # the lost w2 still names it
@@ -487,8 +487,8 @@ def test_info_shows_the_busiest_keys(
         send_mail.delay("acme", i)
     for key in ("k1", "k2", "k3", "k4", "k5", "k6"):
         send_mail.delay(key, 0)
-    store.pause_key(Q, "k6")
-    store.fetch(Q, "w", "t", 60_000, 20)  # 2 of acme (its limit), one of each other
+    store.key_turns.pause_key(Q, "k6")
+    store.leases.fetch(Q, "w", "t", 60_000, 20)  # 2 of acme (its limit), one of each other
     out = run(capsys, redis_url, "info")[1]
     assert re.search(r"^mailer\s+acme\s+2\s+2\s+running limit\s*$", out, re.M)
     assert re.search(r"^mailer\s+k6\s+1\s+0\s+paused\s*$", out, re.M)

@@ -45,4 +45,4 @@ def test_the_order_a_thread_takes_its_queues_in(
         assert order.startswith(("abab", "baba")), order  # neither waits for the other
     else:
         assert order == "aaaaabbbbb"  # b only once a is empty
-    assert ztq.get_storage().queues() == ["a", "b"]
+    assert ztq.get_storage().queues.names() == ["a", "b"]

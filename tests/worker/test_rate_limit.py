@@ -103,7 +103,7 @@ def test_a_throttled_thread_sleeps_until_its_token(
     lifted = time.monotonic()
     wait_for(lambda: all(h.state.value == "done" for h in handles), timeout=5, every=0.02)
     assert time.monotonic() - lifted < 3  # woken: not at the end of idle_wait (30 s)
-    assert all(ztq.get_storage().record(Q, h.id).meta.get("attempts") == 1 for h in handles)
+    assert all(ztq.get_storage().tasks.record(Q, h.id).meta.get("attempts") == 1 for h in handles)
 
 
 def test_a_task_limit_holds_only_that_task(redis_url: str, tmp_path: Path) -> None:
@@ -122,7 +122,7 @@ def test_a_task_limit_holds_only_that_task(redis_url: str, tmp_path: Path) -> No
                  "--import", "tests.rate_tasks", "--queue", "paced:2", "--heartbeat", "0.3",
                  "--log-level", "warning"], cwd=ROOT, stdout=log, stderr=log))  # fmt: skip
         st = ztq.get_storage()
-        wait_for(lambda: st.queue_limits("paced").task_rates, timeout=20)
+        wait_for(lambda: st.queues.queue_limits("paced").task_rates, timeout=20)
         api = [r.call_api.delay(n) for n in range(8)]
         local = [r.local_work.delay(n) for n in range(8)]
         wait_for(lambda: all(h.state.value == "done" for h in local), timeout=10)
@@ -136,7 +136,7 @@ def test_a_task_limit_holds_only_that_task(redis_url: str, tmp_path: Path) -> No
         assert len(times) == 8 and [i for _, i in sorted(runs)] == [h.id for h in api]  # in order
         for i, s in enumerate(times):
             assert sum(1 for x in times[i:] if x - s <= 1000) <= Rate(4, "s").bound(1.0)
-        assert all(st.record("paced", h.id).meta.get("attempts") == 1 for h in api)
+        assert all(st.tasks.record("paced", h.id).meta.get("attempts") == 1 for h in api)
     finally:
         for p in procs:
             stop_process(p)

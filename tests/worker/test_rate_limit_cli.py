@@ -25,8 +25,8 @@ def test_the_command_sets_shows_and_lifts_it_and_info_shows_what_waits(
     code, out, _ = run(capsys, redis_url, "queue", "limit", Q, "--rate-limit", "1/m burst 2")
     assert code == 0
     assert out == "payments: no running limit; no pending limit; at most 1/m burst 2 started\n"
-    assert store.queue_config(Q) == {"rate_limit": "1/m burst 2"}
-    assert len(store.fetch(Q, "w", "t", 60_000, 10)) == 2
+    assert store.queues.queue_config(Q) == {"rate_limit": "1/m burst 2"}
+    assert len(store.leases.fetch(Q, "w", "t", 60_000, 10)) == 2
     [row] = json.loads(run(capsys, redis_url, "info", "--json")[1])["queues"]
     assert (row["rate_limit"], row["rate_held"], row["pending"]) == ("1/m burst 2", 2, 2)
     table = run(capsys, redis_url, "info")[1]
@@ -35,5 +35,5 @@ def test_the_command_sets_shows_and_lifts_it_and_info_shows_what_waits(
     assert code == 2 and "rate_limit must be 'N/s', 'N/m' or 'N/h'" in err
     code, out, _ = run(capsys, redis_url, "queue", "limit", Q, "--rate-limit", "none")
     assert out == "payments: no running limit; no pending limit\n"
-    assert store.queue_config(Q) == {}
+    assert store.queues.queue_config(Q) == {}
     assert "rate_limit=none" in str(store.client.xrange(store.keys.audit, "-", "+")[-1][1])

@@ -206,7 +206,7 @@ def test_a_redis_back_without_its_data_is_reported_once(
     # the event is a deferred write of the worker's main loop: it may come after the task
     wait_for(alive(proc, lambda: kinds() != []), timeout=15)
     assert kinds() == ["redis"]
-    assert "default" in storage.queues()  # registered again
+    assert "default" in storage.queues.names()  # registered again
     as_documented("Redis restarted empty", text)
 
 
@@ -227,7 +227,7 @@ def test_acks_redis_ran_before_it_refused_the_fetch_are_not_sent_again(
     worker = Worker(cfg, storage)
     ex = Executor(worker, cfg.threads[0])
     h = t.add.delay(1, 2)
-    [lease] = storage.fetch("default", worker.id, "t", 5000, 1)
+    [lease] = storage.leases.fetch("default", worker.id, "t", 5000, 1)
     ex.hold([lease])
     ex.run_one(lease)  # its ack waits for the next round trip
     broken = storage.keys.ready_all("other")[0]

@@ -94,7 +94,7 @@ def test_a_result_not_kept_is_none_even_when_it_finished_before_the_wait(start_w
 
     start_worker()
     h = short_lived.delay()
-    wait_for(lambda: ztq.get_storage().finished_lately("default", h.id) == "done")
+    wait_for(lambda: ztq.get_storage().waits.finished_lately("default", h.id) == "done")
     assert h.record() is None  # dropped at its ack (result_ttl 0) before anyone waited
     assert h.get(timeout=5) is None
 

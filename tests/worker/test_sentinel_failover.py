@@ -191,7 +191,7 @@ def _run_failover(
     after = [v for v, at in load.acked.items() if at > promoted]
     wait_for(lambda: set(after) <= set(load.ran_lines()), timeout=30, every=0.1)
     for queue in ("default", "crawl"):
-        wait_for(lambda q=queue: storage.pending_count(q) == 0, timeout=30, every=0.1)
+        wait_for(lambda q=queue: storage.queues.pending_count(q) == 0, timeout=30, every=0.1)
         wait_for(lambda q=queue: storage.client.zcard(storage.keys.running(q)) == 0, timeout=30)
     ran = Counter(load.ran_lines())
     gone = [v for v in load.acked if ran[v] == 0 and ztq.ping(load.handles[v]) != "queued"]

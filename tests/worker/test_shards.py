@@ -48,7 +48,7 @@ def test_a_worker_registers_the_shards_of_its_config(redis_url: str) -> None:
     worker = Worker(cfg, storage)
     worker.setup()
     assert worker.shards["cold"] == ("cold", "cold~1", "cold~2", "cold~3")
-    assert storage.shards_of("cold") == ["cold", "cold~1", "cold~2", "cold~3"]
+    assert storage.queues.shards_of("cold") == ["cold", "cold~1", "cold~2", "cold~3"]
 
 
 def test_one_thread_takes_from_every_shard_in_turn(redis_url: str, tmp_path: Path) -> None:
@@ -97,7 +97,7 @@ def test_burst_mode_waits_for_every_shard(redis_url: str) -> None:
     later = [h for h in (t.spread.enqueue((n,), delay=0.5) for n in range(100, 112))]
     for h in later:
         if h.queue == "hot":
-            storage.remove("hot", [h.id])
+            storage.tasks.remove("hot", [h.id])
     later = [h for h in later if h.queue != "hot"]
     assert {h.queue for h in later} == {"hot~1", "hot~2"}
     cfg = WorkerConfig(imports=("tests.sample_tasks",), burst=True, heartbeat=0.2, lease=2.0,
@@ -128,9 +128,9 @@ def test_the_cli_shows_and_acts_on_a_sharded_queue_as_one(
     assert len(json.loads(run("errors", "--queue", "hot", "--json"))) == 3
     assert "3 of 3 error(s) back in hot" in run("redo", "hot", "--all")
     assert "30 task(s) deleted from hot ready" in run("queue", "purge", "hot", "--yes")
-    assert sum(storage.pending_count(q) for q in SHARDS) == 0
+    assert sum(storage.queues.pending_count(q) for q in SHARDS) == 0
     run("queue", "pause", "hot")
-    assert all(storage.is_paused(q) for q in SHARDS)
+    assert all(storage.queues.is_paused(q) for q in SHARDS)
 
 
 def test_the_cli_sets_shows_and_lifts_a_running_limit(
@@ -148,7 +148,7 @@ def test_the_cli_sets_shows_and_lifts_a_running_limit(
 
     assert run("queue", "limit", "xapian", "--max-running", "2") == (
         0, "xapian: at most 2 running at once; no pending limit\n")  # fmt: skip
-    assert storage.queue_config("xapian") == {"max_running": 2}
+    assert storage.queues.queue_config("xapian") == {"max_running": 2}
     assert run("queue", "limit", "xapian")[1] == (
         "xapian: at most 2 running at once; no pending limit\n")  # fmt: skip
     code, out = run("queue", "limit", "xapian", "--max-running", "0")
@@ -157,13 +157,13 @@ def test_the_cli_sets_shows_and_lifts_a_running_limit(
         "xapian: no running limit; no pending limit\n")  # fmt: skip
     assert run("queue", "limit", "xapian", "--max-pending", "100", "--when-full", "buffer") == (
         0, "xapian: no running limit; at most 100 waiting, then the overflow buffer\n")  # fmt: skip
-    assert storage.queue_config("xapian") == {"max_pending": 100, "when_full": "buffer"}
+    assert storage.queues.queue_config("xapian") == {"max_pending": 100, "when_full": "buffer"}
     code, out = run("queue", "limit", "xapian", "--max-pending", "x")
     assert code != 0 and "--max-pending must be a number from 1 to 100000000, or none" in out
     code, out = run("queue", "limit", "xapian", "--block-timeout", "0")
     assert code != 0 and "block_timeout must be seconds" in out
     assert run("queue", "limit", "xapian", "--max-pending", "none")[0] == 0
-    assert storage.queue_config("xapian") == {}
+    assert storage.queues.queue_config("xapian") == {}
     t.spread.delay(1)
     code, out = run("queue", "limit", "hot", "--max-running", "1")
     assert code != 0 and "is sharded" in out

@@ -18,7 +18,7 @@ def running(storage: Storage, queue: str = "default") -> int:
 
 
 def fetch_op(storage: Storage, limit: int) -> tuple:
-    return storage.fetch_op("default", "w1", "t1", 60_000, limit)
+    return storage.leases.fetch_op("default", "w1", "t1", 60_000, limit)
 
 
 def test_submitted_scripts_run_before_their_replies_are_read(storage: Storage) -> None:
@@ -27,11 +27,13 @@ def test_submitted_scripts_run_before_their_replies_are_read(storage: Storage) -
     if not (storage.is_cluster or storage.in_memory):  # the packed path: Redis ran it
         # while the caller went on (the others make the whole call when the replies are read)
         wait_for(lambda: running(storage) == 3)
-    leased = storage.parse_fetch("default", results()[0])
+    leased = storage.leases.parse_fetch("default", results()[0])
     assert [x.id for x in leased] == [h.id for h in handles[:3]]
     assert running(storage) == 3
     [again] = storage.execute([fetch_op(storage, 5)])
-    assert [x.id for x in storage.parse_fetch("default", again)] == [h.id for h in handles[3:]]
+    assert [x.id for x in storage.leases.parse_fetch("default", again)] == [
+        h.id for h in handles[3:]
+    ]
 
 
 def test_a_script_cache_lost_before_the_send_is_loaded_again(storage: Storage) -> None:
@@ -42,7 +44,7 @@ def test_a_script_cache_lost_before_the_send_is_loaded_again(storage: Storage) -
         if int(version.split(".")[0]) >= 7:
             storage.client.function_flush()  # the library (6.2 has no functions)
         storage.client.script_flush()
-    leased = storage.parse_fetch("default", storage.submit([fetch_op(storage, 5)])()[0])
+    leased = storage.leases.parse_fetch("default", storage.submit([fetch_op(storage, 5)])()[0])
     assert sorted(x.id for x in leased) == sorted(h.id for h in handles)
 
 
@@ -55,7 +57,7 @@ def test_a_reply_lost_between_send_and_read_leases_nothing_twice(proxy: Any) -> 
     proxy.arm("fetch")
     results = storage.submit([fetch_op(storage, 3)])
     wait_for(lambda: proxy.dropped == 1)
-    leased = storage.parse_fetch("default", results()[0])
+    leased = storage.leases.parse_fetch("default", results()[0])
     assert [x.id for x in leased] == [h.id for h in handles[:3]]
     assert running(storage) == 3  # not 6: the same three, not three more
     assert len({x.token for x in leased}) == 3

@@ -85,8 +85,9 @@ def handed(batch, side):
 def redo():
     """What an operator does: redo every error, run every delayed task now."""
     storage = get_storage()
-    storage.requeue("up", "error", oldest=1000)
-    storage.requeue("up", "delayed", oldest=1000)
+    tasks = getattr(storage, "tasks", storage)  # the previous release: a flat Storage
+    tasks.requeue("up", "error", oldest=1000)
+    tasks.requeue("up", "delayed", oldest=1000)
 '''
 
 OPS = """

@@ -103,7 +103,7 @@ def test_progress_and_comment_visible_while_running(start_worker, tmp_path: Path
     workers = wait_for(lambda: [w for w in list_workers(storage) if w.get("current")])
     assert workers[0].get("current")["default-0"]["id"] == h.id
     ready = storage.client.lrange(storage.keys.ready("default", "normal"), 0, -1)
-    [callback] = [storage.record("default", i) for i in ready]
+    [callback] = [storage.tasks.record("default", i) for i in ready]
     assert callback.state == "queued" and callback.task == "tests.sample_tasks.on_prog"
     assert callback.kwargs == {"progress": {"pct": 50, "of": "pages"}}
     release.touch()
@@ -127,14 +127,16 @@ def test_bad_payload_unknown_task_wrong_args_go_to_errors(start_worker) -> None:
         lambda: all(ztq.ping(i, "default") == "error" for i in (bad_json, unknown.id, wrong.id))
     )
     errors = {
-        i: storage.record("default", i).get("error") for i in (bad_json, unknown.id, wrong.id)
+        i: storage.tasks.record("default", i).get("error") for i in (bad_json, unknown.id, wrong.id)
     }
     assert "not valid JSON" in errors[bad_json]
     assert (
         errors[unknown.id].startswith("UnknownTask") and "nowhere.to_be_found" in errors[unknown.id]
     )
     assert errors[wrong.id].startswith("WrongArguments")
-    assert storage.record("default", wrong.id).get("attempts") == 1  # no retries for bad arguments
+    assert (
+        storage.tasks.record("default", wrong.id).get("attempts") == 1
+    )  # no retries for bad arguments
 
 
 def test_batch_commit_after_n_and_when_dry(start_worker, tmp_path: Path, monkeypatch) -> None:
@@ -142,10 +144,10 @@ def test_batch_commit_after_n_and_when_dry(start_worker, tmp_path: Path, monkeyp
     monkeypatch.setattr(t, "BATCH_LOG", str(log))
     docs = tmp_path / "docs"
     storage = ztq.get_storage()
-    storage.pause("default")
+    storage.queues.pause("default")
     handles = [t.index_doc.delay(str(docs), i) for i in range(7)]
     start_worker()
-    storage.resume("default")
+    storage.queues.resume("default")
     wait_for(lambda: all(ztq.ping(h) == "done" for h in handles))
     wait_for(lambda: len(read_lines(log)) == 3)  # 3 + 3, then the dry queue commits the last 1
 

@@ -25,8 +25,8 @@ from rich.text import Text
 
 from ztq.core import settings
 from ztq.core.engine.connection import make_client
-from ztq.core.engine.features.key_turns import KeyTotals
 from ztq.core.engine.keys import check_queue
+from ztq.core.engine.parts.key_turns import KeyTotals
 from ztq.core.engine.storage import Storage
 from ztq.core.engine.workers import DEFAULT_LOST_AFTER, autoscale_of, get_worker, send_command
 from ztq.core.errors import ConnectionFailed, NotFound, ZtqError
@@ -124,7 +124,9 @@ def _shown_workers(storage: Storage, show_all: bool) -> tuple[list[dict[str, Any
 
 def _busiest_keys(storage: Storage, queues: list[dict[str, Any]]) -> dict[str, KeyTotals]:
     """The 5 busiest keys of each queue that has keyed tasks waiting or running."""
-    found = {q["name"]: storage.key_totals(q["name"], 5) for q in queues if not q.get("shards")}
+    found = {
+        q["name"]: storage.key_turns.key_totals(q["name"], 5) for q in queues if not q.get("shards")
+    }
     return {name: t for name, t in found.items() if t.top}
 
 
@@ -141,7 +143,7 @@ def _keys_table(keys: dict[str, KeyTotals]) -> RenderableType:
 
 
 def _info(storage: Storage, show_all: bool) -> tuple[dict[str, Any], RenderableType]:
-    queues = overview.queues(storage, storage.queues(), DEFAULT_LOST_AFTER)
+    queues = overview.queues(storage, storage.queues.names(), DEFAULT_LOST_AFTER)
     workers, hidden = _shown_workers(storage, show_all)
     recent, batches_shown = batch_cli.recent(storage)  # the newest batches (docs/batches.md)
     memory = monitor.redis_memory(storage, [q["name"] for q in queues])
@@ -230,8 +232,8 @@ def _command_workers(storage: Storage, args: argparse.Namespace) -> int:
 
 def _queue(storage: Storage, name: str) -> tuple[str, list[str]]:
     """The queue named and its shards; :class:`NotFound` (exit 1) when Redis knows neither."""
-    queue, known = check_queue(name), storage.queues()
-    shards = storage.shards_of(queue, known)
+    queue, known = check_queue(name), storage.queues.names()
+    shards = storage.queues.shards_of(queue, known)
     if not any(s in known for s in shards):
         raise NotFound(f"no queue {queue}")
     return queue, shards
@@ -260,9 +262,9 @@ def cmd_queue(args: argparse.Namespace, connect: Connect) -> int:
         print(f"{queue} forgotten")
         return 0
     if args.action == "pause":
-        storage.pause(queue)
+        storage.queues.pause(queue)
     else:
-        storage.resume(queue)
+        storage.queues.resume(queue)
     _audit(storage, f"{args.action} queue", queue=queue)
     print(f"{queue} {'paused' if args.action == 'pause' else 'resumed'}")
     return 0
@@ -288,10 +290,10 @@ def limit(storage: Storage, queue: str, args: argparse.Namespace) -> int:
     if args.rate_limit is not None:  # InvalidOption names the accepted forms
         changes["rate_limit"] = None if args.rate_limit == "none" else args.rate_limit
     if changes:
-        storage.configure(queue, **changes)  # InvalidOption: a sharded queue, a bad timeout
+        storage.queues.configure(queue, **changes)  # InvalidOption: a sharded queue, a bad timeout
         detail = " ".join(f"{k}={'none' if v is None else v}" for k, v in changes.items())
         _audit(storage, "limit queue", queue=queue, detail=detail)
-    print(f"{queue}: {storage.queue_limits(queue).describe()}")
+    print(f"{queue}: {storage.queues.queue_limits(queue).describe()}")
     return 0
 
 
@@ -309,7 +311,7 @@ def purge(storage: Storage, queue: str, what: str, yes: bool) -> int:
         for shard in stats.shards or [queue]:
             while taken_all < present:
                 limit = min(1000, present - taken_all)
-                deleted, taken = storage.remove(shard, purge=what, limit=limit)
+                deleted, taken = storage.tasks.remove(shard, purge=what, limit=limit)
                 if not taken:
                     break
                 total += deleted
@@ -337,7 +339,7 @@ def cmd_redo(args: argparse.Namespace, connect: Connect) -> int:
     storage = connect(args)
     queue, shards = _queue(storage, args.queue)
     if args.ids:
-        moved = {i: sum(storage.requeue(q, "error", [i]) for q in shards) for i in args.ids}
+        moved = {i: sum(storage.tasks.requeue(q, "error", [i]) for q in shards) for i in args.ids}
         if total := sum(moved.values()):
             _audit(storage, "redo", queue=queue, ids=args.ids, count=total)
         print(f"{total} task(s) back in {queue}")
@@ -354,7 +356,7 @@ def cmd_delete(args: argparse.Namespace, connect: Connect) -> int:
     queue, shards = _queue(storage, args.queue)
     if args.ids:
         terminal.confirm(f"Delete {len(args.ids)} task(s) of {queue}?", args.yes)
-        gone = {i: sum(storage.remove(q, [i])[0] for q in shards) for i in args.ids}
+        gone = {i: sum(storage.tasks.remove(q, [i])[0] for q in shards) for i in args.ids}
         if deleted := sum(gone.values()):
             _audit(storage, "delete", queue=queue, ids=args.ids, count=deleted)
         print(f"{deleted} task(s) deleted from {queue}")
@@ -396,7 +398,7 @@ def cmd_check(args: argparse.Namespace, connect: Connect) -> int:
     """Exit 0 when all is well, 1 with a reason a line when not, 2 when Redis is down."""
     try:
         storage = connect(args)
-        queues = [check_queue(q) for q in args.queue] or storage.queues()
+        queues = [check_queue(q) for q in args.queue] or storage.queues.names()
         found = problems(storage, queues, args.max_wait)
     except ConnectionFailed as exc:
         found, code = [str(exc)], 2

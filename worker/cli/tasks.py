@@ -48,7 +48,9 @@ def _error_rows(storage: Storage, args: argparse.Namespace, limit: int) -> list[
 
 
 def _queues(storage: Storage, args: argparse.Namespace) -> list[str]:
-    return storage.shards_of(check_queue(args.queue)) if args.queue else storage.queues()
+    return (
+        storage.queues.shards_of(check_queue(args.queue)) if args.queue else storage.queues.names()
+    )
 
 
 def error_groups(storage: Storage, args: argparse.Namespace) -> list[ErrorGroup]:

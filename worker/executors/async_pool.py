@@ -139,7 +139,7 @@ class AsyncExecutor(BaseExecutor):
         hand them back now rather than let them wait for the reaper."""
         for queue, held in self.held_by_queue().items():
             try:
-                self.storage.release(queue, self.host.id, held)
+                self.storage.leases.release(queue, self.host.id, held)
             except ZtqError as exc:  # the leases expire and the reaper hands them on
                 log.warning("async pool %s could not give back %s: %s", self.spec.name, queue, exc)
         self.held.clear()
@@ -255,7 +255,7 @@ class AsyncExecutor(BaseExecutor):
         if fetch:
             if self._waker is None or self._waker.done():
                 self._waker = asyncio.ensure_future(
-                    self.astorage.wait(self.wait_queues(), self.cfg.idle_wait)
+                    self.astorage.waits.wait(self.wait_queues(), self.cfg.idle_wait)
                 )
             waits.add(self._waker)
         changed = asyncio.ensure_future(self._changed.wait())

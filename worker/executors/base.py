@@ -101,7 +101,7 @@ class BaseExecutor(threading.Thread, abc.ABC):
                 by_ttl.setdefault(default_ttl if it.ttl_ms is None else it.ttl_ms, []).append(it)
             for ttl, group in by_ttl.items():
                 ops.append(
-                    self.storage.ack_op(
+                    self.storage.leases.ack_op(
                         queue,
                         self.host.id,
                         group,
@@ -173,14 +173,14 @@ class BaseExecutor(threading.Thread, abc.ABC):
 
     def fetch_op(self, queue: str, limit: int, wait_ms: int = 0) -> Op:
         lease_ms = int(self.cfg.lease * 1000)
-        return self.storage.fetch_op(
+        return self.storage.leases.fetch_op(
             queue, self.host.id, self.spec.name, lease_ms, limit, wait_ms,
             result_ttl_ms=int(self.cfg.result_ttl * 1000), history_maxlen=self.cfg.history_maxlen,
         )  # fmt: skip
 
     def take(self, queue: str, reply: Any) -> list[Leased]:
         self.tokens.note(self.storage, queue, reply)
-        self.hold(leased := self.storage.parse_fetch(queue, reply))
+        self.hold(leased := self.storage.leases.parse_fetch(queue, reply))
         return leased
 
     def hold(self, leased: list[Leased]) -> None:
@@ -236,7 +236,7 @@ class BaseExecutor(threading.Thread, abc.ABC):
             hooks.notify("on_retry", run, outcome, run.retry_in)
         self.pending.fail_keys.append((lease.queue, lease.id))
         self.pending.fails.append(
-            self.storage.fail_op(
+            self.storage.leases.fail_op(
                 lease.queue,
                 self.host.id,
                 lease.id,

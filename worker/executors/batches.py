@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ztq.core.client.batch import relay
+from ztq.core.engine.parts.leases import BATCH_FLAG
 from ztq.core.engine.scripts import Op
 from ztq.core.engine.storage import Finished, Storage
-from ztq.core.engine.task_moves import BATCH_FLAG
 from ztq.worker.resilience.faults import Faults
 
 log = logging.getLogger(__name__)

@@ -184,7 +184,7 @@ class Executor(BaseExecutor):
         queues = flight.queues
         if not queues:
             return []
-        registered = self.storage.fetch_registered(replies[-1])
+        registered = self.storage.leases.fetch_registered(replies[-1])
         self.waiting_on = queues[0] if registered else None
         leased = self.take(queues[0], replies[-1])
         for queue in queues[1:]:
@@ -205,9 +205,11 @@ class Executor(BaseExecutor):
             wait_for_token(self.storage, self.wait_queues(), token, self.retired, self.should_exit)
             return []
         if queue is None:
-            self.storage.wait(self.wait_queues(), self.cfg.idle_wait)
+            self.storage.waits.wait(self.wait_queues(), self.cfg.idle_wait)
             return []
-        got = self.storage.wait_handed(queue, self.host.id, self.spec.name, self.cfg.idle_wait)
+        got = self.storage.waits.wait_handed(
+            queue, self.host.id, self.spec.name, self.cfg.idle_wait
+        )
         if not isinstance(got, Leased):
             return []
         self.hold([got])
@@ -222,7 +224,7 @@ class Executor(BaseExecutor):
             self.held.pop((lease.queue, lease.id), None)
         for queue in dict.fromkeys(lease.queue for lease in leases):
             mine = [(x.id, x.token) for x in leases if x.queue == queue]
-            self.storage.release(queue, self.host.id, mine)
+            self.storage.leases.release(queue, self.host.id, mine)
 
     def shutdown(self) -> None:
         try:

@@ -48,14 +48,14 @@ class Tokens:
         """The executor took other work: it will not be there at its tokens' instants, so
         it leaves the registrations to the idle executors it wakes (rate_leave.lua)."""
         for queue in self.queues:
-            storage.rate_leave(queue, worker, thread)
+            storage.queues.rate_leave(queue, worker, thread)
         self.clear()
 
 
 def next_token_wait(storage: Storage, reply: Any, before: float | None) -> float | None:
     """The seconds until the next token when this fetch ``reply`` registered the caller for
     it (the sooner of that and ``before``), else ``before``."""
-    throttled = storage.fetch_throttled(reply)
+    throttled = storage.leases.fetch_throttled(reply)
     if throttled is None or math.isinf(throttled):
         return before
     return throttled if before is None else min(before, throttled)
@@ -77,7 +77,7 @@ def wait_for_token(
         left = deadline - time.monotonic() - TOKEN_MARGIN
         if left <= 0:
             break
-        if storage.wait(queues, left):
+        if storage.waits.wait(queues, left):
             return  # woken: fetch again now
     left = deadline - time.monotonic()
     if left > 0 and not exiting():

@@ -129,7 +129,7 @@ class ServerWatch:
         )
         log.error("%s", message)
         w.faults.data_lost += 1
-        w.storage.forget_registrations()  # the set of queues went with the data
+        w.storage.queues.forget_registrations()  # the set of queues went with the data
         w.deferred.attempt("the queues served", lambda: w.register_queues(w.served_queues()),
                            always=True)  # fmt: skip
         w.deferred.attempt("the cron entries", w.publish_cron, always=True)

@@ -28,8 +28,8 @@ from ztq.core.engine.scripts import (
     PACKED,
     SCRIPTS,
     Op,
-    _no_function,
     missing_script,
+    no_function,
 )
 from ztq.core.engine.storage import (
     MAX_BLOCK,
@@ -93,8 +93,11 @@ def make_async_client(url: str, *, cluster: bool = False) -> Any:
 
 
 class AsyncStorage:
-    """The async twin of :class:`Storage` for what producers do: the same scripts, and the
-    same key lists (built by a client-less :class:`Storage`, the one place keys are made)."""
+    """The async twin of :class:`Storage` for what producers do: the same scripts, the same
+    key lists (built by a client-less :class:`Storage`, the one place keys are made) and the
+    same shape: the transport (``call``, ``execute``, ...) and, as parts named as the sync
+    ones, the calls a coroutine makes (``tasks.record``, ``queues.register_queue``,
+    ``waits.wait_history``, ...)."""
 
     def __init__(
         self, client: Any, *, prefix: str, url: str, request_window: float = REQUEST_WINDOW
@@ -105,7 +108,10 @@ class AsyncStorage:
         self.ops = Storage(None, prefix=prefix, url=url, request_window=request_window)
         self.ops.is_cluster = _is_cluster(client)
         self.keys = self.ops.keys
-        self._queues: set[str] = set()
+        self.tasks = AsyncTasks(self)
+        self.leases = AsyncLeases(self)
+        self.queues = AsyncQueues(self)
+        self.waits = AsyncWaits(self)
         self.coalescer: Any = None  # ztq.core.client.coalesce.AsyncCoalescer, on first use
         self._fcall = True  # until the server refuses functions (see execute_each)
 
@@ -188,7 +194,7 @@ class AsyncStorage:
         are loaded for EVALSHA; NOSCRIPT: the scripts are loaded) are sent again, and
         checked again: at most two rounds."""
         fcall = self._fcall
-        replies = await self._send([SCRIPTS._pack(*op, fcall) for op in ops])
+        replies = await self._send([SCRIPTS.packed.pack(*op, fcall) for op in ops])
         for _ in range(2):
             missing = [i for i, r in enumerate(replies) if _did_not_run(r, fcall)]
             if not missing:
@@ -197,7 +203,7 @@ class AsyncStorage:
                 self._fcall = fcall = False  # Redis < 7, or an ACL: EVALSHA from now on
                 for name in sorted({ops[i][0] for i in missing}):
                     await self.client.script_load(SCRIPTS.source[name])
-            again = await self._send([SCRIPTS._pack(*ops[i], fcall) for i in missing])
+            again = await self._send([SCRIPTS.packed.pack(*ops[i], fcall) for i in missing])
             for i, reply in zip(missing, again, strict=True):
                 replies[i] = reply
         return replies
@@ -247,70 +253,118 @@ class AsyncStorage:
         )
         return replies, int(confirmed)
 
-    async def wait(self, queues: Sequence[str], timeout: float) -> bool:
-        """:meth:`Storage.wait` for ready tasks, blocking only the awaiting coroutine."""
-        keys = self.ops.wait_keys(queues)
-        keys = keys[:1] if self.ops.is_cluster else keys  # an async pool serves one queue
-        timeout = min(max(timeout, 0.001), MAX_BLOCK)
-        return await self._guarded(self.client.blpop(keys, timeout=timeout)) is not None
+    async def close(self) -> None:
+        await self.client.aclose()
 
-    async def queue_limits(self, queue: str) -> QueueLimits:
-        return QueueLimits.from_hash(
-            await self._guarded(self.client.hgetall(self.keys.config(queue)))
-        )
 
-    async def wait_room(self, queue: str, timeout: float) -> None:
-        """:meth:`Storage.wait_room`: until a fetch makes room in a full queue, or timeout."""
-        timeout = min(max(timeout, 0.01), MAX_BLOCK)
-        await self._guarded(self.client.blpop([self.keys.room(queue)], timeout=timeout))
+class AsyncTasks:
+    """:class:`~ztq.core.engine.parts.tasks.Tasks` from a coroutine: the records."""
+
+    def __init__(self, storage: AsyncStorage) -> None:
+        self.storage = storage
+        self.keys = storage.keys
+
+    async def record(self, queue: str, task_id: str) -> TaskRecord | None:
+        raw = await self.storage._guarded(self.storage.client.hget(self.keys.tasks(queue), task_id))
+        return None if raw is None else TaskRecord.from_raw(queue, task_id, raw)
+
+    async def locate(self, task_id: str) -> str | None:
+        for queue in sorted(
+            await self.storage._guarded(self.storage.client.smembers(self.keys.queues))
+        ):
+            if await self.storage._guarded(
+                self.storage.client.hexists(self.keys.tasks(queue), task_id)
+            ):
+                return str(queue)
+        return None
+
+
+class AsyncLeases:
+    """:class:`~ztq.core.engine.parts.leases.Leases` from a coroutine: a run's progress."""
+
+    def __init__(self, storage: AsyncStorage) -> None:
+        self.storage = storage
+        self.keys = storage.keys
 
     async def set_run_info(
         self, queue: str, task_id: str, token: int, worker: str, field: str, value: str
     ) -> bool:
-        """:meth:`Storage.set_run_info` from a coroutine."""
+        """:meth:`Leases.set_run_info` from a coroutine."""
         return bool(
-            await self.call(*self.ops.run_info_op(queue, task_id, token, worker, field, value))
+            await self.storage.call(
+                *self.storage.ops.leases.run_info_op(queue, task_id, token, worker, field, value)
+            )
         )
+
+
+class AsyncQueues:
+    """:class:`~ztq.core.engine.parts.queues.Queues` from a coroutine: registration, limits."""
+
+    def __init__(self, storage: AsyncStorage) -> None:
+        self.storage = storage
+        self.keys = storage.keys
+        self._known: set[str] = set()  # the queues this process registered
 
     async def register_queue(self, queue: str, shards: int = 1) -> None:
         """Record the queue (all its shards when it has more than one) in the global set."""
-        names = [n for n in shard_names(queue, shards) if n not in self._queues]
+        names = [n for n in shard_names(queue, shards) if n not in self._known]
         if names:
-            await self._guarded(self.client.sadd(self.keys.queues, *names))
-            self._queues.update(names)
+            await self.storage._guarded(self.storage.client.sadd(self.keys.queues, *names))
+            self._known.update(names)
 
-    async def record(self, queue: str, task_id: str) -> TaskRecord | None:
-        raw = await self._guarded(self.client.hget(self.keys.tasks(queue), task_id))
-        return None if raw is None else TaskRecord.from_raw(queue, task_id, raw)
+    async def queue_limits(self, queue: str) -> QueueLimits:
+        return QueueLimits.from_hash(
+            await self.storage._guarded(self.storage.client.hgetall(self.keys.config(queue)))
+        )
 
-    async def locate(self, task_id: str) -> str | None:
-        for queue in sorted(await self._guarded(self.client.smembers(self.keys.queues))):
-            if await self._guarded(self.client.hexists(self.keys.tasks(queue), task_id)):
-                return str(queue)
-        return None
+
+class AsyncWaits:
+    """:class:`~ztq.core.engine.parts.waits.Waits` from a coroutine, blocking only it."""
+
+    def __init__(self, storage: AsyncStorage) -> None:
+        self.storage = storage
+        self.keys = storage.keys
+
+    async def wait(self, queues: Sequence[str], timeout: float) -> bool:
+        """:meth:`Waits.wait` for ready tasks, blocking only the awaiting coroutine."""
+        keys = self.storage.ops.waits.wait_keys(queues)
+        keys = keys[:1] if self.storage.ops.is_cluster else keys  # an async pool serves one queue
+        timeout = min(max(timeout, 0.001), MAX_BLOCK)
+        return (
+            await self.storage._guarded(self.storage.client.blpop(keys, timeout=timeout))
+            is not None
+        )
+
+    async def wait_room(self, queue: str, timeout: float) -> None:
+        """:meth:`Waits.wait_room`: until a fetch makes room in a full queue, or timeout."""
+        timeout = min(max(timeout, 0.01), MAX_BLOCK)
+        await self.storage._guarded(
+            self.storage.client.blpop([self.keys.room(queue)], timeout=timeout)
+        )
 
     async def history_tail(self, queue: str) -> str:
         key = self.keys.history(queue)
-        return tail_id(await self._guarded(self.client.xrevrange(key, "+", "-", count=1)))
+        return tail_id(
+            await self.storage._guarded(self.storage.client.xrevrange(key, "+", "-", count=1))
+        )
 
     async def wait_history(self, queue: str, after: str, timeout: float) -> list[Any]:
         key = self.keys.history(queue)
-        read = self.client.xread({key: after}, count=500, block=block_ms(timeout))
-        return read_entries(await self._guarded(read))
+        read = self.storage.client.xread({key: after}, count=500, block=block_ms(timeout))
+        return read_entries(await self.storage._guarded(read))
 
     async def finished_lately(self, queue: str, task_id: str, look: int = 1000) -> str | None:
         key = self.keys.history(queue)
-        entries = await self._guarded(self.client.xrevrange(key, "+", "-", count=look))
+        entries = await self.storage._guarded(
+            self.storage.client.xrevrange(key, "+", "-", count=look)
+        )
         return latest_status(entries, task_id)
-
-    async def close(self) -> None:
-        await self.client.aclose()
 
 
 def _did_not_run(reply: Any, fcall: bool) -> bool:
     """The packed call did not run: no function (FCALL), or no script (EVALSHA)."""
     if fcall:
-        return _no_function(reply)
+        return no_function(reply)
     return isinstance(reply, ResponseError) and missing_script(reply)
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ztq.core.engine.blocking import block_ms, tail_id
 from ztq.core.engine.transport import Transport
+from ztq.core.engine.waits import block_ms, tail_id
 
 # (listeners' presence deadlines in ms, the newest broadcast id when each joined)
 Presence = tuple[dict[str, float], dict[str, str]]

@@ -14,8 +14,8 @@ from typing import Any
 from redis.client import NEVER_DECODE
 from redis.exceptions import ResponseError
 
-from ztq.core.engine.blocking import MAX_BLOCK
 from ztq.core.engine.transport import Transport
+from ztq.core.engine.waits import MAX_BLOCK
 from ztq.core.errors import NotFound
 
 # one stream entry as read without decoding: its id and its fields (None once trimmed)

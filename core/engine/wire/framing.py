@@ -10,10 +10,12 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, overload
 
 import redis
+
+Op = tuple[str, Sequence[str], Sequence[Any]]  # a script call: (script name, keys, args)
 
 
 class Unpackable(Exception):
@@ -43,10 +45,14 @@ def frame(args: Sequence[Any]) -> bytes:
 
 
 class KeyList(list[str]):
-    """A script's KEYS built once and kept (one per queue and script: ``TaskMoves._key_list``):
+    """A script's KEYS built once and kept (one per queue and script: ``Tasks._enqueue_keys``):
     the packed path frames it once. Any other key list is framed at each call, so that the
     cache stays as small as the number of queues (a list built per call, cached by its id,
     grew it by one entry per call)."""
+
+    def __init__(self, queue: str, keys: Iterable[str]) -> None:
+        super().__init__(keys)
+        self.queue = queue  # whose keys (merge_enqueues groups one queue's enqueues by it)
 
 
 class TailedKeys(Sequence[str]):

@@ -1,30 +1,21 @@
-"""Queue administration: registering queues (and the shards of a sharded one), forgetting
-them, pausing and resuming, and setting the queue-wide limits (``configure``).
+"""Errors: the operator's tools on a queue's failed tasks (docs/console.md): the trash a
+delete puts them in and the restore from it ("Undo"), the redo that notes what it put back
+and the pages that follow those tasks ("After a redo"), and the exact error counters
+("Exact counts").
 
-Separate because these are the operator's and the producer's settings on a queue, not
-moves of its tasks: they change how the scripts treat every later task of the queue (the
-limits are refused on a sharded queue, where no count holds queue-wide in one slot).
+The part of :class:`~ztq.core.engine.storage.Storage` the console's errors pages use
+(``storage.errors``); each move is a Lua script (``trash``, ``restore``, ``redo``,
+``follow``, ``count_errors``), the pages' reads are pipelines of plain commands.
 """
 
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from ztq.core.engine import queue_limits
-from ztq.core.engine.keys import (
-    check_physical,
-    check_queue,
-    forget_checked,
-    forget_deleted,
-    shard_names,
-)
-from ztq.core.engine.queue_limits import KEEP, Keep, Rate
-from ztq.core.engine.reads import Reads
-from ztq.core.errors import InvalidOption
+from ztq.core.engine.transport import Transport
 
 # The console's undo and follow-through (docs/console.md, "Undo" and "After a redo"):
 # deleted errors stay in a trash for TRASH_WINDOW_MS (then Redis expires them), at most
@@ -56,126 +47,13 @@ class ErrorCounts(NamedTuple):
     kinds: dict[str, Counted]
 
 
-class QueueAdmin(Reads):
-    """Writes to a queue's registration, pause flag and limits (reads its shards first)."""
+class Errors:
+    """Trash, restore, redo and follow-through, and the error counters of queues."""
 
-    def register_queue(self, queue: str) -> None:
-        """Record the queue name in the global set (once per process and queue)."""
-        if queue not in self._known_queues:
-            with self.guard():
-                self.client.sadd(self.keys.queues, queue)
-            self._known_queues.add(queue)
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
+        self.keys = transport.keys
 
-    def register_shards(self, queue: str, shards: int) -> None:
-        """Record every shard of a sharded queue at once, so that workers fetch from all of
-        them and the console counts them before a task landed in each."""
-        names = [n for n in shard_names(queue, shards) if n not in self._known_queues]
-        if names:
-            with self.guard():
-                self.client.sadd(self.keys.queues, *names)
-            self._known_queues.update(names)
-
-    def forget_registrations(self) -> None:
-        """Forget which queues this process registered, so that the next
-        :meth:`register_queue` writes again: Redis came back without its data."""
-        self._known_queues.clear()
-
-    def forget_queue(self, queue: str) -> None:
-        with self.guard():
-            self.client.srem(self.keys.queues, queue)
-        self._known_queues.discard(queue)
-
-    def forget_idle_queue(self, queue: str, now_s: float | None = None) -> str:
-        """Remove a queue that holds nothing, with its settings, stats and finished records
-        (``ztq queue forget``: a queue a typo made stays in every list otherwise); the
-        caller has checked that no live worker serves it (monitor.workers.forget_queue).
-        Returns "" when it is forgotten, else why not, in one line. The check and the
-        delete are one script call (forget_queue.lua): a task enqueued meanwhile keeps its
-        queue."""
-        check_queue(queue)
-        shards = self.shards_of(queue)
-        if len(shards) > 1:
-            return f"{queue} has {len(shards)} shards: forget is for an unsharded queue"
-        checked = forget_checked(self.keys, queue)
-        deleted = forget_deleted(self.keys, queue, time.time() if now_s is None else now_s)
-        keys, words = [k for k, _ in checked] + deleted, [w for _, w in checked]
-        held = self.call("forget_queue", keys, [len(checked), *words])
-        if held:
-            return f"{queue} holds {held}"
-        with self.guard():
-            self.client.srem(self.keys.queues, queue)
-        self._known_queues.discard(queue)
-        return ""
-
-    def pause(self, queue: str) -> None:
-        """Workers stop taking tasks of this queue, every shard of it (running ones finish);
-        a shard's name (``mail~2``) pauses that shard alone."""
-        check_physical(queue)
-        for q in self.shards_of(queue):
-            self.call("pause", [self.keys.paused(q), self.keys.wake(q)], ["1"])
-
-    def resume(self, queue: str) -> None:
-        """Workers take tasks of this queue (every shard) again, woken at once."""
-        check_physical(queue)
-        for q in self.shards_of(queue):
-            self.call("pause", [self.keys.paused(q), self.keys.wake(q)], ["0"])
-
-    def configure(
-        self,
-        queue: str,
-        *,
-        max_running: int | None | Keep = KEEP,
-        max_pending: int | None | Keep = KEEP,
-        when_full: str | Keep = KEEP,
-        block_timeout: float | Keep = KEEP,
-        rate_limit: str | None | Keep = KEEP,
-        key_concurrency: int | None | Keep = KEEP,
-    ) -> int:
-        """Set (None clears) the queue's limits, enforced by the scripts for every producer
-        and worker: tasks running at once (``max_running``), tasks waiting in the ready lists
-        (``max_pending``) and what an enqueue does when that is reached (``when_full``:
-        raise, block up to ``block_timeout`` s, or buffer), and tasks started per second,
-        minute or hour across the fleet (``rate_limit``: ``"N/s"``, ``"N/m"``, ``"N/h"``,
-        optionally followed by ``" burst B"``). Settings not given are kept. A
-        sharded queue has no queue-wide count in one slot, so it is refused. Returns how
-        many buffered tasks a raised or lifted ``max_pending`` moved in."""
-        check_physical(queue)
-        argv = queue_limits.fields(max_running=max_running, max_pending=max_pending,
-                                   when_full=when_full, block_timeout=block_timeout,
-                                   rate_limit=rate_limit,
-                                   key_concurrency=key_concurrency)  # fmt: skip
-        if len(self.shards_of(queue)) > 1:
-            raise InvalidOption(
-                f"queue {queue} is sharded: queue limits are counted in one slot, so a "
-                "sharded queue cannot have one (see docs/scaling.md)"
-            )
-        k = self.keys
-        keys = [k.config(queue), k.wake(queue), *k.ready_all(queue), k.tasks(queue),
-                k.overflow(queue), k.room(queue), k.rate(queue)]  # fmt: skip
-        return int(self.call("configure", keys, argv))
-
-    def task_rates(self, queue: str, rates: Mapping[str, Rate | None]) -> None:
-        """Write the task-level rate limits of ``queue``'s tasks into its config (a worker
-        serving it does, at start, for the tasks it registered): ``rate:<task>`` = ``N/u B``
-        (None: the field is dropped); fetch.lua enforces them (docs/queue-controls.md)."""
-        if not rates:
-            return
-        argv: list[str] = []
-        for name, rate in sorted(rates.items()):
-            argv += [f"rate:{name}", "" if rate is None else f"{rate.spec} {rate.burst}"]
-        k = self.keys
-        keys = [k.config(queue), k.wake(queue), *k.ready_all(queue), k.tasks(queue),
-                k.overflow(queue), k.room(queue), k.rate(queue)]  # fmt: skip
-        self.call("configure", keys, argv)
-
-    def rate_leave(self, queue: str, worker: str, thread: str) -> bool:
-        """The executor (``worker``, ``thread``) registered for ``queue``'s next rate-limit
-        token took other work: it leaves the registration and an idle executor is woken
-        to take it (see rate_leave.lua). False when the registration was not its own."""
-        keys = [self.keys.rate(queue), self.keys.wake(queue)]
-        return bool(int(self.call("rate_leave", keys, [worker, thread])))
-
-    # -- the console's undo and follow-through ---------------------------------------------
     def trash_errors(
         self,
         queue: str,
@@ -192,22 +70,24 @@ class QueueAdmin(Reads):
         if not oldest and not ids:
             return 0, 0, 0
         k = self.keys
-        with self.guard():
-            first = self.client.zrange(k.trash_index(queue), 0, 0)
+        with self.transport.guard():
+            first = self.transport.client.zrange(k.trash_index(queue), 0, 0)
         oldest_batch = str(first[0]) if first else batch
         keys = [k.tasks(queue), k.errors(queue), k.trash(queue, batch), k.trash_index(queue),
                 k.trash(queue, oldest_batch)]  # fmt: skip
         mode = ("oldest" if oldest else "ids") + ("!" if keep_only else "")
         argv = [batch, TRASH_WINDOW_MS, TRASH_BATCH_MAX, TRASH_BATCHES, oldest_batch, mode,
                 max(oldest, 1), *ids]  # fmt: skip
-        deleted, taken, kept = self.call("trash", keys, argv)
+        deleted, taken, kept = self.transport.call("trash", keys, argv)
         return int(deleted), int(taken), int(kept)
 
     def trash_room(self, queue: str, batch: str) -> int:
         """How many more deleted tasks the trash keeps under ``batch`` in ``queue`` (a new
         delete: :data:`TRASH_BATCH_MAX`)."""
-        with self.guard():
-            return max(0, TRASH_BATCH_MAX - int(self.client.hlen(self.keys.trash(queue, batch))))
+        with self.transport.guard():
+            return max(
+                0, TRASH_BATCH_MAX - int(self.transport.client.hlen(self.keys.trash(queue, batch)))
+            )
 
     def restore_errors(
         self, queue: str, batch: str, ids: Sequence[str] = (), *, limit: int = 500
@@ -220,7 +100,7 @@ class QueueAdmin(Reads):
         k = self.keys
         keys = [k.tasks(queue), k.errors(queue), k.trash(queue, batch)]
         if ids:
-            restored, _, skipped = self.call("restore", keys, ["ids", *ids])
+            restored, _, skipped = self.transport.call("restore", keys, ["ids", *ids])
             return int(restored), int(skipped)
         limit = max(int(limit), 1)
         total = skipped_total = 0
@@ -229,11 +109,11 @@ class QueueAdmin(Reads):
 
         def restore(chunk: list[str]) -> None:
             nonlocal total, skipped_total
-            restored, _, skipped = self.call("restore", keys, ["ids", *chunk])
+            restored, _, skipped = self.transport.call("restore", keys, ["ids", *chunk])
             total, skipped_total = total + int(restored), skipped_total + int(skipped)
 
-        with self.guard():
-            for field, _ in self.client.hscan_iter(keys[2], count=limit):
+        with self.transport.guard():
+            for field, _ in self.transport.client.hscan_iter(keys[2], count=limit):
                 task_id = str(field)
                 if task_id in seen:
                     continue
@@ -249,14 +129,14 @@ class QueueAdmin(Reads):
     def trash_batches(self, queue: str) -> list[tuple[str, int, int]]:
         """The queue's live trash batches: (batch, expires at ms, tasks held), newest first."""
         k = self.keys
-        with self.guard():
-            pipe = self.client.pipeline(transaction=False)
+        with self.transport.guard():
+            pipe = self.transport.client.pipeline(transaction=False)
             pipe.time()
             pipe.zrange(k.trash_index(queue), 0, -1, desc=True, withscores=True)
             secs, entries = pipe.execute()
             now = int(secs[0]) * 1000 + int(secs[1]) // 1000
             entries = [(str(b), int(at)) for b, at in entries if int(at) > now]
-            pipe = self.client.pipeline(transaction=False)
+            pipe = self.transport.client.pipeline(transaction=False)
             for b, _ in entries:
                 pipe.hlen(k.trash(queue, b))
             sizes = pipe.execute() if entries else []
@@ -265,8 +145,10 @@ class QueueAdmin(Reads):
     def trash_entries(self, queue: str, batch: str, limit: int = 100) -> list[tuple[str, int, str]]:
         """Up to ``limit`` tasks of a trash batch: (id, failed at ms, stored record)."""
         out: list[tuple[str, int, str]] = []
-        with self.guard():
-            for field, value in self.client.hscan_iter(self.keys.trash(queue, batch), count=limit):
+        with self.transport.guard():
+            for field, value in self.transport.client.hscan_iter(
+                self.keys.trash(queue, batch), count=limit
+            ):
                 out.append(_trash_entry(field, value))
                 if len(out) >= limit:
                     break
@@ -277,8 +159,10 @@ class QueueAdmin(Reads):
     ) -> tuple[int, list[tuple[str, int, str]]]:
         """One HSCAN step over a trash batch from ``cursor``: (next cursor, 0 at the end;
         entries as :meth:`trash_entries` gives them). What the trash search pages with."""
-        with self.guard():
-            nxt, found = self.client.hscan(self.keys.trash(queue, batch), cursor, count=count)
+        with self.transport.guard():
+            nxt, found = self.transport.client.hscan(
+                self.keys.trash(queue, batch), cursor, count=count
+            )
         return int(nxt), [_trash_entry(field, value) for field, value in found.items()]
 
     def redo_errors(
@@ -293,7 +177,9 @@ class QueueAdmin(Reads):
                 k.redo(queue, batch)]  # fmt: skip
         mode = "oldest" if oldest else "ids"
         return int(
-            self.call("redo", keys, [FOLLOW_WINDOW_MS, FOLLOW_MAX, mode, max(oldest, 1), *ids])
+            self.transport.call(
+                "redo", keys, [FOLLOW_WINDOW_MS, FOLLOW_MAX, mode, max(oldest, 1), *ids]
+            )
         )
 
     def follow_page(
@@ -318,7 +204,7 @@ class QueueAdmin(Reads):
             keys = [self.keys.tasks(q), self.keys.redo(q, batch)]
             wanted = most_again - len(again) if again is not None else 0
             argv = [state, offset, limit - len(rows), wanted]
-            flat, page, began, failed = self.call("follow", keys, argv)
+            flat, page, began, failed = self.transport.call("follow", keys, argv)
             if again is not None:
                 again.extend((q, str(i)) for i in failed)
             listed = 0
@@ -338,15 +224,14 @@ class QueueAdmin(Reads):
         self, queues: Sequence[str], batch: str, limit: int = 1000
     ) -> list[tuple[str, str, int]]:
         """The tasks a redo batch put back, per queue: (queue, id, redone at ms)."""
-        with self.guard():
-            pipe = self.client.pipeline(transaction=False)
+        with self.transport.guard():
+            pipe = self.transport.client.pipeline(transaction=False)
             for q in queues:
                 pipe.zrange(self.keys.redo(q, batch), 0, limit - 1, withscores=True)
             replies = pipe.execute() if queues else []
         return [(q, str(i), int(at)) for q, reply in zip(queues, replies, strict=True)
                 for i, at in reply]  # fmt: skip
 
-    # -- the exact error counters (docs/console.md, "Exact counts") -------------------------
     def count_errors(self, queue: str, step: int = COUNT_STEP) -> int:
         """Build the error counters of a list written before them (a one-time rebuild, in
         calls of ``step`` entries that each block Redis briefly); returns the calls made.
@@ -354,7 +239,7 @@ class QueueAdmin(Reads):
         keys, calls = [self.keys.tasks(queue), self.keys.errors(queue)], 0
         while True:
             calls += 1
-            if int(self.call("count_errors", keys, [max(int(step), 1)])):
+            if int(self.transport.call("count_errors", keys, [max(int(step), 1)])):
                 return calls
 
     def error_counts(self, queues: Sequence[str]) -> dict[str, ErrorCounts]:
@@ -362,19 +247,19 @@ class QueueAdmin(Reads):
         whose counters were never built is counted first, once)."""
         k = self.keys
         marks = ["#eb", "#egs", "#eks"]
-        with self.guard():
-            pipe = self.client.pipeline(transaction=False)
+        with self.transport.guard():
+            pipe = self.transport.client.pipeline(transaction=False)
             for q in queues:
                 pipe.hmget(k.tasks(q), marks)
             heads = pipe.execute() if queues else []
         for i, (q, head) in enumerate(zip(queues, heads, strict=True)):
             if head[0] != "1" and (head[1] or head[2] or self._has_errors(q)):
                 self.count_errors(q)
-                with self.guard():
-                    heads[i] = self.client.hmget(k.tasks(q), marks)
+                with self.transport.guard():
+                    heads[i] = self.transport.client.hmget(k.tasks(q), marks)
         lists = [(str(h[1] or "").split(), str(h[2] or "").split()) for h in heads]
-        with self.guard():
-            pipe = self.client.pipeline(transaction=False)
+        with self.transport.guard():
+            pipe = self.transport.client.pipeline(transaction=False)
             for q, (groups, kinds) in zip(queues, lists, strict=True):
                 fields = [f"#eg{part}:{g}" for part in ("", "i", "a") for g in groups]
                 fields += [f"#ek{part}:{x}" for part in ("", "i", "a") for x in kinds]
@@ -391,8 +276,8 @@ class QueueAdmin(Reads):
         return out
 
     def _has_errors(self, queue: str) -> bool:
-        with self.guard():
-            return bool(self.client.zcard(self.keys.errors(queue)))
+        with self.transport.guard():
+            return bool(self.transport.client.zcard(self.keys.errors(queue)))
 
 
 def _counted(

@@ -1,12 +1,13 @@
-"""Task moves: every state change of a task, each one Lua script (``scripts/*.lua``): enqueue,
-fetch, ack, fail, renew, release, reap, promote, and the operator's redo (``requeue``) and
-delete (``remove``); with the values they take and return (:class:`Leased`,
-:class:`Finished`, :class:`EnqueueEntry`, ...).
+"""Leases: the worker's side of a task's life, each move one Lua script (``scripts/*.lua``):
+fetch (a lease), ack and fail (its end), renew, release, the run's progress, and the reap
+of leases that ran out; with the values they take and return (:class:`Leased`,
+:class:`Finished`, :class:`Reaped`).
 
-Separate because this is the state machine itself, the part the worker's hot loop runs:
-write methods come in two forms, ``x(...)`` that runs now and ``x_op(...)`` that returns an
-operation for :meth:`Storage.execute`, so callers batch several moves into one round trip
-(transactions, a worker's ack + next fetch).
+The part of :class:`~ztq.core.engine.storage.Storage` the worker's hot loop runs
+(``storage.leases``). A write comes as ``x_op(...)``, the :data:`Op` to send with others in
+one round trip (``Storage.execute`` / ``Storage.submit``: a worker's acks and its next
+fetch), and, where a caller runs it alone, as ``x(...)`` that sends it now and reads its
+reply (see ``ztq.core.engine.storage``).
 
 A reply lost on its way back (a timeout, a reset connection, while Redis applied the call)
 does no harm when the call is sent again, by the client's retries or by the worker's next
@@ -26,16 +27,13 @@ from typing import Any, NamedTuple
 
 from ztq.core.engine.scripts import Op
 from ztq.core.engine.transport import Transport
-from ztq.core.engine.wire.framing import KeyList, TailedKeys
-from ztq.core.states import Priority
+from ztq.core.engine.wire.framing import KeyList
 
 DEFAULT_RESULT_TTL_MS = 3_600_000
 DEFAULT_HISTORY_MAXLEN = 10_000
-# leftovers one purge call drops at most (about 3 commands each): a call stays short behind
-# a long run of them, and Storage.remove calls again
-PURGE_DROPS = 1000
 # a fetch's first reply field from here on: held back by the queue's rate limit (fetch.lua)
 THROTTLED = 2
+BATCH_FLAG = "#batch"  # ack's last reply element when a batch member ended (no id has '#')
 
 
 @dataclass(frozen=True)
@@ -63,24 +61,15 @@ class Leased:
         return at is not None and (time.monotonic() if now is None else now) >= at
 
 
-class EnqueueEntry(NamedTuple):
-    """One task for :meth:`Storage.enqueue_op`."""
+@dataclass(frozen=True)
+class Finished:
+    """One successful run to acknowledge."""
 
     id: str
-    payload: str
-    priority: Priority | str = Priority.NORMAL
-    delay_ms: int = 0
-    first: bool = False
-    cron_name: str = ""
-    cron_tick_ms: int = 0
-    expires_ms: int = 0  # ms from the enqueue after which it never starts (0: never)
-    batch: str = ""  # the batch the task is a member of ('' = none; docs/batches.md)
-
-
-# An EnqueueEntry's fields as a plain tuple, in its order (enqueue_op reads either); the
-# last two (expires_ms, batch) may be left out
-EnqueueArgs = tuple[Any, ...]
-BATCH_FLAG = "#batch"  # ack's last reply element when a batch member ended (no id has '#')
+    token: int
+    task: str
+    result: str = ""  # JSON text, '' when the result is not kept
+    ttl_ms: int | None = None  # how long the finished record is kept; None: the ack's default
 
 
 class Reaped(NamedTuple):
@@ -96,127 +85,32 @@ class Reaped(NamedTuple):
         return max(0.0, (self.next_deadline - self.now) / 1000)
 
 
-class Promoted(NamedTuple):
-    moved: int
-    next_due: int | None  # epoch ms on Redis's clock, None when nothing is delayed
-    now: int  # Redis's clock when it answered (ms)
+class Leases:
+    """The script calls that lease tasks to executors and end their runs."""
 
-    @property
-    def wait(self) -> float | None:
-        """Seconds until the next delayed task is due, or None."""
-        return None if self.next_due is None else max(0.0, (self.next_due - self.now) / 1000)
-
-
-@dataclass(frozen=True)
-class Finished:
-    """One successful run to acknowledge."""
-
-    id: str
-    token: int
-    task: str
-    result: str = ""  # JSON text, '' when the result is not kept
-    ttl_ms: int | None = None  # how long the finished record is kept; None: the ack's default
-
-
-class TaskMoves(Transport):
-    """The script calls that move tasks between ready, delayed, running, done and errors."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
+        self.keys = transport.keys  # one Keys per Storage: read on every call, kept here
+        self._key_lists: dict[str, KeyList] = {}  # fetch.lua's KEYS, once per queue
         # the request id of each executor's (queue, worker, thread) fetch until its reply
         # is read: a fetch sent again after a lost reply keeps it (see fetch_op)
         self._fetch_ids: dict[tuple[str, str, str], str] = {}
         self._fetch_of: dict[str, tuple[str, str, str]] = {}  # request id -> its executor
         self._fetch_keys: dict[tuple[str, str, str], list[str]] = {}
 
-    def _key_list(self, script: str, queue: str) -> list[str]:
-        """KEYS of the hot-path scripts (enqueue, fetch), built once per queue."""
-        keys = self._key_lists.get((script, queue))
+    def _fetch_key_list(self, queue: str) -> KeyList:
+        """KEYS of fetch.lua but the executor's own, built once per queue (the hot path)."""
+        keys = self._key_lists.get(queue)
         if keys is None:
             k = self.keys
-            if script == "enqueue":
-                keys = [
-                    k.tasks(queue),
-                    *k.ready_all(queue),
-                    k.delayed(queue),
-                    k.errors(queue),
-                    k.done(queue),
-                    k.wake(queue),
-                    k.cronlast(queue),
-                    k.schedule(queue),
-                    k.config(queue),
-                    k.overflow(queue),
-                    k.totals(queue),
-                    k.paused(queue),
-                    k.running(queue),
-                    k.fence(queue),
-                    k.waiter(queue),
-                    k.hand(queue),
-                    k.rate(queue),
-                ]
-            else:
-                keys = [
-                    k.tasks(queue),
-                    *k.ready_all(queue),
-                    k.running(queue),
-                    k.paused(queue),
-                    k.wake(queue),
-                    k.fence(queue),
-                    k.config(queue),
-                    k.overflow(queue),
-                    k.room(queue),
-                    k.waiter(queue),
-                    k.hand(queue),
-                ]
-            keys = self._key_lists[(script, queue)] = KeyList(keys)
-            keys.queue = queue
+            keys = self._key_lists[queue] = KeyList(
+                queue,
+                [k.tasks(queue), *k.ready_all(queue), k.running(queue), k.paused(queue),
+                 k.wake(queue), k.fence(queue), k.config(queue), k.overflow(queue),
+                 k.room(queue), k.waiter(queue), k.hand(queue)],
+            )  # fmt: skip
         return keys
 
-    # -- enqueue -----------------------------------------------------------------------------
-    def enqueue_op(
-        self,
-        queue: str,
-        entries: Sequence[EnqueueArgs],
-        *,
-        once: tuple[str, int] | None = None,
-        request: str | None = None,
-    ) -> Op:
-        """One script call that enqueues ``entries`` (all of ``queue``) in order.
-
-        The reply is ``[id, outcome, id, outcome, ...]``; see ``scripts/enqueue.lua``.
-        ``once=(call id, ttl ms)``: a once-guard (a batch callback): the entries are written
-        only if this call id was not enqueued in the queue within the TTL (else the reply
-        is ``[id, 'once']``).
-
-        The call carries a request id (``request``, or a new one): this op sent again, by
-        the client's retries after a lost reply or by its caller, gets the answer the first
-        send got, within ``request_window`` seconds, and changes nothing (docs/design.md,
-        "Lost replies"). A new op is a new request.
-        """
-        keys = self._key_list("enqueue", queue)
-        args: list[Any] = []
-        for e in entries:
-            if len(e) == 8:  # one-by-one enqueue's entry: unpacked, not sliced
-                tid, payload, prio, delay_ms, first, cron_name, cron_tick_ms, expires = e
-                batch = ""
-            else:
-                tid, payload, prio, delay_ms, first, cron_name, cron_tick_ms = e[:7]
-                expires = e[7] if len(e) > 7 else 0
-                batch = e[8] if len(e) > 8 else ""
-            level = prio.value if isinstance(prio, Priority) else prio
-            args += [tid, payload, level, max(0, int(delay_ms)), int(first), cron_name,
-                     int(cron_tick_ms), max(0, int(expires)), batch]  # fmt: skip
-        head = self._request_heads.get(queue)
-        if head is None:  # the request key without its id, once per queue
-            head = self._request_heads[queue] = self.keys.request(queue, "")
-        tail = [head + (request or self.request_id())]
-        args.append(self.request_window_ms)
-        if once is not None:
-            tail.append(self.keys.once(queue, once[0]))
-            args.append(int(once[1]))
-        return ("enqueue", TailedKeys(keys, tail), args)
-
-    # -- worker side -------------------------------------------------------------------------
     def fetch_op(
         self,
         queue: str,
@@ -230,7 +124,7 @@ class TaskMoves(Transport):
         history_maxlen: int = DEFAULT_HISTORY_MAXLEN,
     ) -> Op:
         """The fetch script call; ``wait_ms`` > 0 registers the caller as the queue's waiting
-        executor when it takes nothing (see :meth:`handed`).
+        executor when it takes nothing (see :meth:`Waits.wait_handed`).
 
         It carries a request id, the same for every fetch of this executor (``queue``,
         ``worker``, ``thread``) until :meth:`parse_fetch` reads a reply to it: a fetch whose
@@ -246,7 +140,7 @@ class TaskMoves(Transport):
         if keys is None:
             k = self.keys
             mine = k.fetched(queue, f"{worker}/{thread}")
-            keys = [*self._key_list("fetch", queue), mine]
+            keys = [*self._fetch_key_list(queue), mine]
             self._fetch_keys[executor] = keys
         k, at = self.keys, time.time()
         keys = [*keys, k.done(queue), k.history(queue), k.stats(queue, int(at // 60)),
@@ -292,7 +186,7 @@ class TaskMoves(Transport):
         self, queue: str, worker: str, thread: str, lease_ms: int, limit: int = 1
     ) -> list[Leased]:
         name, keys, args = self.fetch_op(queue, worker, thread, lease_ms, limit)
-        return self.parse_fetch(queue, self.call(name, keys, args))
+        return self.parse_fetch(queue, self.transport.call(name, keys, args))
 
     def _finish_keys(self, queue: str, now: float | None) -> list[str]:
         """KEYS of ack.lua and fail.lua (one layout for both)."""
@@ -340,7 +234,7 @@ class TaskMoves(Transport):
         its lease (reaped, handed on). A run acknowledged already (the same ack sent again)
         and a record that is gone are not refused."""
         name, keys, args = self.ack_op(queue, worker, items, **kw)
-        return [str(x) for x in self.call(name, keys, args) if x != BATCH_FLAG]
+        return [str(x) for x in self.transport.call(name, keys, args) if x != BATCH_FLAG]
 
     def fail_op(
         self,
@@ -375,7 +269,7 @@ class TaskMoves(Transport):
         its lease), or 'gone' (no record). The same failure sent again gets the first one's
         answer."""
         name, keys, args = self.fail_op(queue, worker, task_id, token, task, error, traceback, **kw)
-        return str(self.call(name, keys, args))
+        return str(self.transport.call(name, keys, args))
 
     def renew(
         self, queue: str, worker: str, lease_ms: int, held: Iterable[tuple[str, int]]
@@ -387,7 +281,9 @@ class TaskMoves(Transport):
             args += [task_id, token]
         if len(args) == 2:
             return []
-        reply = self.call("renew", [self.keys.tasks(queue), self.keys.running(queue)], args)
+        reply = self.transport.call(
+            "renew", [self.keys.tasks(queue), self.keys.running(queue)], args
+        )
         return [str(x) for x in reply]
 
     def release(self, queue: str, worker: str, held: Sequence[tuple[str, int]]) -> int:
@@ -399,14 +295,16 @@ class TaskMoves(Transport):
         args: list[Any] = [worker]
         for task_id, token in held:
             args += [task_id, token]
-        return int(self.call("release", keys, args))
+        return int(self.transport.call("release", keys, args))
 
     def set_run_info(
         self, queue: str, task_id: str, token: int, worker: str, field: str, value: str
     ) -> bool:
         """Store progress / comment / pid of a running task; False (nothing stored) when
         this run (``token``, ``worker``) does not hold the task's lease any more."""
-        return bool(self.call(*self.run_info_op(queue, task_id, token, worker, field, value)))
+        return bool(
+            self.transport.call(*self.run_info_op(queue, task_id, token, worker, field, value))
+        )
 
     def run_info_op(
         self, queue: str, task_id: str, token: int, worker: str, field: str, value: str
@@ -428,69 +326,6 @@ class TaskMoves(Transport):
             k.hand(queue),
             k.batch_out(queue),
         ]
-        flat, nxt, now = self.call("reap", keys, [int(max_lost), int(limit)])
+        flat, nxt, now = self.transport.call("reap", keys, [int(max_lost), int(limit)])
         items = [(str(flat[i]), str(flat[i + 1]), str(flat[i + 2])) for i in range(0, len(flat), 3)]
         return Reaped(items, None if int(nxt) < 0 else int(nxt), int(now))
-
-    def promote(self, queue: str, limit: int = 1000) -> Promoted:
-        """Move due delayed tasks to ready; say when the next one is due (Redis clock, ms)."""
-        k = self.keys
-        keys = [k.tasks(queue), k.delayed(queue), *k.ready_all(queue), k.wake(queue)]
-        moved, nxt, now = self.call("promote", keys, [int(limit)])
-        return Promoted(int(moved), None if int(nxt) < 0 else int(nxt), int(now))
-
-    # -- operator moves ----------------------------------------------------------------------
-    def requeue(self, queue: str, state: str, ids: Sequence[str] = (), *, oldest: int = 0) -> int:
-        """Move tasks from errors (``state='error'``) or delayed back to ready."""
-        k = self.keys
-        source = k.errors(queue) if state == "error" else k.delayed(queue)
-        keys = [k.tasks(queue), source, *k.ready_all(queue), k.wake(queue)]
-        mode = "oldest" if oldest else "ids"
-        if mode == "ids" and not ids:
-            return 0
-        return int(self.call("requeue", keys, [state, mode, max(oldest, 1), *ids]))
-
-    def remove(
-        self,
-        queue: str,
-        ids: Sequence[str] = (),
-        *,
-        purge: str = "",
-        limit: int = 1000,
-        cancel: bool = False,
-    ) -> tuple[int, int]:
-        """Delete tasks by id (with ``cancel``: only those still queued or delayed), or purge
-        a batch of up to ``limit`` tasks of 'ready', 'delayed' or 'errors'.
-
-        Returns (records deleted, ids given or tasks taken); a purge loops until taken is 0.
-        A purge of 'ready' takes each waiting task once, whatever its entry looks like, and
-        drops the leftovers it meets (docs/design.md, "Deleting a waiting task") without
-        counting them: taken compares with the counts (``pending_count``, the console's).
-        """
-        k = self.keys
-        keys = [
-            k.tasks(queue),
-            *k.ready_all(queue),
-            k.delayed(queue),
-            k.errors(queue),
-            k.done(queue),
-            k.config(queue),
-            k.overflow(queue),
-            k.room(queue),
-            k.wake(queue),
-            k.batch_out(queue),
-        ]
-        if purge:
-            if purge not in ("ready", "delayed", "errors"):
-                raise ValueError(f"cannot purge {purge!r}")
-            args: list[Any] = [purge, int(limit), PURGE_DROPS]
-        else:
-            if not ids:
-                return 0, 0
-            args = ["cancel" if cancel else "ids", 0, *ids]
-        while True:
-            deleted, taken, dropped = self.call("remove", keys, args)
-            # a call stopped on a run of leftovers before any task: not done, call again
-            # (each call stays short; taken = 0 must mean the lists are empty)
-            if int(taken) or int(dropped) < PURGE_DROPS or not purge:
-                return int(deleted), int(taken)

@@ -1,4 +1,5 @@
-"""The operators' side of keyed tasks (docs/queue-controls.md, "Per-key limits and fair
+"""Key turns, the part ``storage.key_turns`` of :class:`~ztq.core.engine.storage.Storage`:
+the operators' side of keyed tasks (docs/queue-controls.md, "Per-key limits and fair
 turns"): the busiest keys of a queue (waiting, running, held by a limit or a pause) and the
 pause of one key. The state moves are the scripts' (``_keyed.lua``, ``key_pause.lua``);
 what is here reads the counts they keep, bounded by ``top``: never a pass over every key.
@@ -45,26 +46,34 @@ class KeyTotals:
         return self.running - sum(k.running for k in self.top)
 
 
-class KeyTurns(Transport):
+class KeyTurns:
+    """The busiest keys of a queue, the pause of one key and its weight."""
+
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
+        self.keys = transport.keys
+
     def pause_key(self, queue: str, key: str, on: bool = True) -> None:
         """Pause (``on``) or resume one key of ``queue``: its tasks wait while the other
         keys take their turns; resumed, an idle executor is woken for it."""
-        self.call("key_pause", [self.keys.tasks(queue)], ["1" if on else "0", check_key(key)])
+        self.transport.call(
+            "key_pause", [self.keys.tasks(queue)], ["1" if on else "0", check_key(key)]
+        )
 
     def weigh_key(self, queue: str, key: str, weight: int) -> None:
         """Give one key of ``queue`` a weight: it takes ``weight`` tasks in a row each turn,
         the other keys one (1 clears it). Kept until changed, with or without tasks."""
         if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 1000:
             raise InvalidOption(f"a key's weight is an int from 1 to 1000, not {weight!r}")
-        self.call("key_weight", [self.keys.tasks(queue)], [weight, check_key(key)])
+        self.transport.call("key_weight", [self.keys.tasks(queue)], [weight, check_key(key)])
 
     def key_totals(self, queue: str, top: int = 10) -> KeyTotals:
         """The ``top`` keys by tasks waiting, then the keys running that are not among them
         (at most one per lease: bounded by the fleet's threads), with the totals. Three
         round trips at most, whatever the number of keys."""
         k = self.keys
-        with self.guard():
-            pipe = self.client.pipeline(transaction=False)
+        with self.transport.guard():
+            pipe = self.transport.client.pipeline(transaction=False)
             pipe.zrevrange(k.key_wait(queue), 0, top - 1, withscores=True)
             pipe.zrange(k.key_run(queue), 0, -1, withscores=True)
             pipe.zcard(k.key_wait(queue))
@@ -74,7 +83,7 @@ class KeyTurns(Transport):
             running = {_s(key): int(n) for key, n in runs}
             names = list(waiting) + sorted(set(running) - set(waiting), key=lambda x: -running[x])
             names = names[:top]
-            pipe = self.client.pipeline(transaction=False)
+            pipe = self.transport.client.pipeline(transaction=False)
             if names:
                 pipe.hmget(k.key_state(queue), names)
                 pipe.hmget(k.key_weight(queue), names)

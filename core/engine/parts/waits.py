@@ -1,31 +1,47 @@
-"""Blocking calls of :class:`~ztq.core.engine.storage.Storage`: an idle executor waiting for a
-wake-up token or a handed task, a producer waiting for room in a full queue, a caller
-waiting for a task's run to finish (the history stream); with the helpers that read the
-stream's replies, shared with the asyncio twin (:mod:`ztq.core.engine.aio.transport`).
+"""Waits: the blocking calls of :class:`~ztq.core.engine.storage.Storage`
+(``storage.waits``): an idle executor waiting for a wake-up token or a handed task, a
+producer waiting for room in a full queue, a caller waiting for a task's run to finish (the
+history stream).
 
-Separate because every call here holds a connection for up to :data:`MAX_BLOCK` seconds,
-which the rest of the storage never does: the bound on a blocking read, the Cluster
-watchers (:class:`~ztq.core.engine.waits.MultiWait`) and what a lost token costs are
-decided here.
+A part of its own because every call here holds a connection for up to
+:data:`~ztq.core.engine.waits.MAX_BLOCK` seconds, which the rest of the storage never does:
+the bound on a blocking read, the Cluster watchers (:class:`~ztq.core.engine.waits.MultiWait`,
+owned here and closed with the storage) and what a lost token costs are decided here.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import Any
 
-from ztq.core.engine.task_moves import Leased
+from ztq.core.engine.parts.leases import Leased
 from ztq.core.engine.transport import Transport
-from ztq.core.engine.waits import MultiWait
+from ztq.core.engine.waits import (
+    MAX_BLOCK,
+    MultiWait,
+    block_ms,
+    latest_status,
+    read_entries,
+    tail_id,
+)
 
-MAX_BLOCK = 8.0  # seconds: blocking reads stay below the client's socket timeout (10 s)
 
-
-class BlockingWaits(Transport):
+class Waits:
     """Waits for wake-up tokens, handed tasks, room in a queue and finished runs."""
 
-    # -- waiting for tasks -------------------------------------------------------------------
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
+        self.keys = transport.keys
+        self._multi_waits: dict[tuple[int, tuple[str, ...]], MultiWait] = {}  # Cluster only
+        self._multi_lock = threading.Lock()
+
+    def close(self) -> None:
+        """Stop the Cluster wake watchers (``Storage.close``)."""
+        with self._multi_lock:
+            waits, self._multi_waits = list(self._multi_waits.values()), {}
+        for w in waits:
+            w.close()
+
     def wait(self, queues: Sequence[str], timeout: float, *, schedule: bool = False) -> bool:
         """Block until a wake-up token arrives for one of ``queues`` or ``timeout`` passes.
 
@@ -39,10 +55,10 @@ class BlockingWaits(Transport):
         """
         timeout = min(max(timeout, 0.001), MAX_BLOCK)
         keys = self.wait_keys(queues, schedule)
-        if self.is_cluster and len(keys) > 1:
+        if self.transport.is_cluster and len(keys) > 1:
             return self._multi_wait(keys).wait(timeout)
-        with self.guard():
-            return self.client.blpop(keys, timeout=timeout) is not None
+        with self.transport.guard():
+            return self.transport.client.blpop(keys, timeout=timeout) is not None
 
     def _multi_wait(self, keys: list[str]) -> MultiWait:
         """The calling thread's watchers of ``keys`` (made on its first wait; each blocks on
@@ -56,7 +72,7 @@ class BlockingWaits(Transport):
             for k, w in list(self._multi_waits.items()):
                 if not w.owner.is_alive():
                     del self._multi_waits[k]
-            made = self._multi_waits[key] = MultiWait(self.client, keys, me)
+            made = self._multi_waits[key] = MultiWait(self.transport.client, keys, me)
             return made
 
     def nudge(self, queues: Sequence[str], *, schedule: bool = False) -> None:
@@ -66,8 +82,8 @@ class BlockingWaits(Transport):
         another worker's may wake for nothing, as for any token."""
         if not queues:
             return
-        with self.guard():
-            pipe = self.client.pipeline(transaction=False)
+        with self.transport.guard():
+            pipe = self.transport.client.pipeline(transaction=False)
             for key in self.wait_keys(queues, schedule):
                 pipe.lpush(key, "1")
             pipe.execute()
@@ -86,8 +102,8 @@ class BlockingWaits(Transport):
         hand list) would be dropped here; its task comes back when its lease runs out."""
         timeout = min(max(timeout, 0.001), MAX_BLOCK)
         k = self.keys
-        with self.guard():
-            got = self.client.blpop([k.hand(queue), k.wake(queue)], timeout=timeout)
+        with self.transport.guard():
+            got = self.transport.client.blpop([k.hand(queue), k.wake(queue)], timeout=timeout)
         if got is None:
             return False
         key, value = got
@@ -100,21 +116,24 @@ class BlockingWaits(Transport):
 
     def wait_room(self, queue: str, timeout: float) -> None:
         """Block until a fetch makes room in a full queue (a token, a hint) or ``timeout``."""
-        with self.guard():
-            self.client.blpop([self.keys.room(queue)], timeout=max(timeout, 0.01))
+        with self.transport.guard():
+            self.transport.client.blpop([self.keys.room(queue)], timeout=max(timeout, 0.01))
 
-    # -- waiting for results -----------------------------------------------------------------
     def history_tail(self, queue: str) -> str:
         """The id of the queue's newest history entry ('0-0' when there is none): where a
         waiter starts reading, taken before it looks at the record (no lost wake-up)."""
-        with self.guard():
-            return tail_id(self.client.xrevrange(self.keys.history(queue), "+", "-", count=1))
+        with self.transport.guard():
+            return tail_id(
+                self.transport.client.xrevrange(self.keys.history(queue), "+", "-", count=1)
+            )
 
     def finished_lately(self, queue: str, task_id: str, look: int = 1000) -> str | None:
         """The status of ``task_id``'s latest run among the queue's last ``look`` finished
         runs ('done', 'failed', 'retry'), or None: for a task whose record is gone."""
-        with self.guard():
-            entries = self.client.xrevrange(self.keys.history(queue), "+", "-", count=look)
+        with self.transport.guard():
+            entries = self.transport.client.xrevrange(
+                self.keys.history(queue), "+", "-", count=look
+            )
         return latest_status(entries, task_id)
 
     def wait_history(
@@ -123,26 +142,8 @@ class BlockingWaits(Transport):
         """Block until runs of ``queue`` finish after entry ``after`` (or ``timeout`` passes);
         returns those entries. Every ack and failure writes one, so waiting costs the
         workers nothing."""
-        with self.guard():
-            reply = self.client.xread(
+        with self.transport.guard():
+            reply = self.transport.client.xread(
                 {self.keys.history(queue): after}, count=500, block=block_ms(timeout)
             )
         return read_entries(reply)
-
-
-# -- replies of the history stream, shared with the asyncio twin (ztq.core.engine.aio) -----
-def block_ms(timeout: float) -> int:
-    """A blocking read's timeout in ms, kept below the client's socket timeout."""
-    return int(min(max(timeout, 0.001), MAX_BLOCK) * 1000)
-
-
-def tail_id(reply: Sequence[Any]) -> str:
-    return str(reply[0][0]) if reply else "0-0"
-
-
-def latest_status(entries: Sequence[Any], task_id: str) -> str | None:
-    return next((str(f.get("status")) for _, f in entries if f.get("id") == task_id), None)
-
-
-def read_entries(reply: Any) -> list[tuple[str, dict[str, str]]]:
-    return [(str(i), dict(f)) for _, entries in reply or [] for i, f in entries]

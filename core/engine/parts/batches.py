@@ -1,4 +1,6 @@
-"""The batch state in Redis: creation, a member's end, the relay of the outboxes, reads.
+"""Batches: the batch state in Redis (docs/batches.md), the part ``storage.batches`` of
+:class:`~ztq.core.engine.storage.Storage`: creation, a member's end, the relay of the
+outboxes, reads.
 
 Every call here touches keys of one slot: the queue's outbox (``{queue}``) or the batch keys
 (``{ztq}``); a member's end crosses from one to the other through the relay, read, apply
@@ -59,8 +61,12 @@ class BatchStatus:
     parent: str = ""
 
 
-class BatchStore(Transport):
+class Batches:
     """Batch records, members' ends, the outboxes and the waits on a batch's end."""
+
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
+        self.keys = transport.keys
 
     def batch_keys(self, batch_id: str, parent: str = "") -> list[str]:
         """KEYS of ``batch.lua`` (its header lists them)."""
@@ -103,15 +109,15 @@ class BatchStore(Transport):
         """Apply one member's end to its batch: 'applied', 'stale', 'unknown' or 'gone'.
         ``send_entry``: the ``batches:send`` entry this came from, removed in the same call."""
         args = ["end", batch_id, 0, member, outcome, str(fence), result, send_entry]
-        return str(self.call("batch", self.batch_keys(batch_id), args))
+        return str(self.transport.call("batch", self.batch_keys(batch_id), args))
 
     def execute_atomic(self, ops: Sequence[Op]) -> list[Any]:
         """Run scripts in one ``MULTI``/``EXEC`` (a single Redis, not a Cluster): no reader
         sees some of them applied and not the others. Sent as ``EVAL`` of the source, which
         cannot fail with NOSCRIPT halfway through (EVALSHA in a transaction could: the
         commands before it would stand)."""
-        with self.guard():
-            pipe = self.client.pipeline(transaction=True)
+        with self.transport.guard():
+            pipe = self.transport.client.pipeline(transaction=True)
             for name, keys, args in ops:
                 pipe.execute_command("EVAL", SCRIPTS.source[name], len(keys), *keys, *args)
             return list(pipe.execute())
@@ -124,16 +130,16 @@ class BatchStore(Transport):
         key = self.keys.batch_out(queue)
         n = 0
         while True:
-            with self.guard():
-                raw = self.client.lrange(key, 0, RELAY_CHUNK - 1)
+            with self.transport.guard():
+                raw = self.transport.client.lrange(key, 0, RELAY_CHUNK - 1)
             texts = [r.decode() if isinstance(r, bytes) else r for r in raw]
             ends = [OutboxEntry.parse(queue, text) for text in texts]
-            self.execute([("batch", self.batch_keys(e.batch),
+            self.transport.execute([("batch", self.batch_keys(e.batch),
                            ["end", e.batch, 0, e.member, e.outcome, e.fence, e.result, ""])
                           for e in ends])  # fmt: skip
             if texts:
-                with self.guard():
-                    pipe = self.client.pipeline(transaction=False)
+                with self.transport.guard():
+                    pipe = self.transport.client.pipeline(transaction=False)
                     for text in texts:
                         pipe.lrem(key, 1, text)
                     pipe.execute()
@@ -146,8 +152,8 @@ class BatchStore(Transport):
         outbox holds anything: one round trip (a pipeline of ``LLEN``), so that a sweep of
         many idle queues costs one call."""
         k = self.keys
-        with self.guard():
-            pipe = self.client.pipeline(transaction=False)
+        with self.transport.guard():
+            pipe = self.transport.client.pipeline(transaction=False)
             for queue in queues:
                 pipe.llen(k.batch_out(queue))
             pipe.llen(k.batch_send)
@@ -156,18 +162,18 @@ class BatchStore(Transport):
 
     def batch_sends(self, limit: int = RELAY_CHUNK) -> list[str]:
         """The global outbox's first entries: callbacks to send, children's ends to apply."""
-        with self.guard():
-            raw = self.client.lrange(self.keys.batch_send, 0, limit - 1)
+        with self.transport.guard():
+            raw = self.transport.client.lrange(self.keys.batch_send, 0, limit - 1)
         return [r.decode() if isinstance(r, bytes) else r for r in raw]
 
     def batch_sent(self, entry: str) -> None:
-        with self.guard():
-            self.client.lrem(self.keys.batch_send, 1, entry)
+        with self.transport.guard():
+            self.transport.client.lrem(self.keys.batch_send, 1, entry)
 
     # -- reads -------------------------------------------------------------------------------
     def batch_record(self, batch_id: str) -> dict[str, str] | None:
-        with self.guard():
-            raw = self.client.hgetall(self.keys.batch(batch_id))
+        with self.transport.guard():
+            raw = self.transport.client.hgetall(self.keys.batch(batch_id))
         if not raw:
             return None
         return {_s(k): _s(v) for k, v in raw.items()}
@@ -175,31 +181,31 @@ class BatchStore(Transport):
     def batch_page(self, batch_id: str, offset: int, limit: int) -> list[tuple[str, str]]:
         """Members in enqueue order, a page: (member, ``outcome TAB fence`` or '')."""
         k = self.keys
-        with self.guard():
-            names = [_s(m) for m in self.client.lrange(k.batch_order(batch_id), offset,
+        with self.transport.guard():
+            names = [_s(m) for m in self.transport.client.lrange(k.batch_order(batch_id), offset,
                                                        offset + limit - 1)]  # fmt: skip
             if not names:
                 return []
-            got = self.client.hmget(k.batch_members(batch_id), names)
+            got = self.transport.client.hmget(k.batch_members(batch_id), names)
         return [(m, _s(v) if v is not None else "") for m, v in zip(names, got, strict=True)]
 
     def batch_results(self, batch_id: str) -> dict[str, str]:
-        with self.guard():
-            raw = self.client.hgetall(self.keys.batch_results(batch_id))
+        with self.transport.guard():
+            raw = self.transport.client.hgetall(self.keys.batch_results(batch_id))
         return {_s(k): _s(v) for k, v in raw.items()}
 
     def task_states(self, queue: str, ids: Sequence[str]) -> list[str]:
         """The state of each task (``none`` when it has no record), one HMGET."""
         if not ids:
             return []
-        with self.guard():
-            raw = self.client.hmget(self.keys.tasks(queue), list(ids))
+        with self.transport.guard():
+            raw = self.transport.client.hmget(self.keys.tasks(queue), list(ids))
         return [split_record(_s(r))[0].get("state", "none") if r else "none" for r in raw]
 
     def task_batch(self, queue: str, task_id: str) -> str:
         """The batch a task is a member of ('' when none, or no record)."""
-        with self.guard():
-            raw = self.client.hget(self.keys.tasks(queue), task_id)
+        with self.transport.guard():
+            raw = self.transport.client.hget(self.keys.tasks(queue), task_id)
         return str(split_record(_s(raw))[0].get("batch", "")) if raw else ""
 
     def batch_status(self, batch_id: str) -> BatchStatus:
@@ -232,14 +238,14 @@ class BatchStore(Transport):
 
     def list_batches(self, offset: int = 0, limit: int = 50) -> list[tuple[str, int]]:
         """Batch ids, newest first, with when each was made (ms)."""
-        with self.guard():
-            raw = self.client.zrevrange(self.keys.batches, offset, offset + limit - 1,
+        with self.transport.guard():
+            raw = self.transport.client.zrevrange(self.keys.batches, offset, offset + limit - 1,
                                         withscores=True)  # fmt: skip
         return [(_s(m), int(s)) for m, s in raw]
 
     def count_batches(self) -> int:
-        with self.guard():
-            return int(self.client.zcard(self.keys.batches))
+        with self.transport.guard():
+            return int(self.transport.client.zcard(self.keys.batches))
 
     def wait_batch(self, batch_id: str, event: str, timeout: float | None) -> bool:
         """Block until the batch's ``event`` ('complete' or 'success') happened, or
@@ -251,18 +257,18 @@ class BatchStore(Transport):
         )
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            with self.guard():
-                if self.client.exists(key):
+            with self.transport.guard():
+                if self.transport.client.exists(key):
                     return True
-                if not self.client.exists(self.keys.batch(batch_id)):  # expired meanwhile
+                if not self.transport.client.exists(self.keys.batch(batch_id)):  # expired meanwhile
                     raise NotFound(f"no batch {batch_id!r} (never made, or expired after it "
                                    "finished)")  # fmt: skip
             left = WAIT_BLOCK if deadline is None else deadline - time.monotonic()
             if left <= 0:
                 return False
             try:
-                with self.guard():  # the list rotated onto itself: nothing is taken
-                    self.client.blmove(key, key, min(left, WAIT_BLOCK), "RIGHT", "LEFT")
+                with self.transport.guard():  # the list rotated onto itself: nothing is taken
+                    self.transport.client.blmove(key, key, min(left, WAIT_BLOCK), "RIGHT", "LEFT")
             except ResponseError:  # pragma: no cover - a server without BLMOVE
                 time.sleep(min(left, 0.05))
 
