@@ -168,6 +168,8 @@ def test_every_key_exists_with_the_documented_type(redis_url: str) -> None:
     storage.key_turns.pause_key(keyed, "c")
     storage.leases.fetch(keyed, "w", "t", 60_000, 4)  # a, b, d, e take a turn each
     storage.leases.fetch(keyed, "w", "u", 60_000, 2)  # a and d again, b parked until its next token
+    storage.key_turns.weigh_key(keyed, "e", 3)  # next in line: its turn goes on (k:used)
+    storage.leases.fetch(keyed, "w", "v", 60_000, 1)  # e, 1 of its 3
     found = [str(k) for k in storage.client.scan_iter(match="ztq:*", count=1000)]
     types = dict(zip(found, (storage.client.type(k) for k in found), strict=True))
     unmatched = set(found)
