@@ -20,6 +20,14 @@ from ztq.worker.embedded import RedisProcess
 pytest_plugins = ["pytester"]  # tests/worker/test_testing_helpers.py runs a user's suite
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _templates_compiled_once() -> None:
+    """The console's templates compiled once per test process (tests/compiled_templates.py)."""
+    from tests import compiled_templates
+
+    compiled_templates.install()
+
+
 @pytest.fixture(autouse=True)
 def _no_ztq_settings_from_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests set the ZTQ_* variables they need; one exported in the developer's shell
