@@ -55,6 +55,7 @@ def tables(out: str) -> dict[str, dict[str, list[str]]]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)  # about 50 s on a quiet machine, minutes on a loaded one
 def test_tiny_run_builds_interleaves_and_prints_every_figure(tmp_path: Path) -> None:
     doc = tmp_path / "benchmarks.md"
