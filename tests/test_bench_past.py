@@ -128,6 +128,7 @@ def test_tiny_run_builds_interleaves_and_prints_every_figure(tmp_path: Path) -> 
     assert again.returncode == 0 and again.stdout.startswith(section), again.stderr
 
 
+@pytest.mark.slow
 def test_a_ref_that_does_not_resolve_is_one_line_and_builds_nothing(tmp_path: Path) -> None:
     done = run("--ref", "no-such-ref-at-all", "--cache", str(tmp_path / "cache"))
     assert done.returncode == 2

@@ -62,6 +62,7 @@ def test_a_fetch_takes_the_tokens_there_are_and_names_the_next_one(storage: Stor
     assert int(storage.client.hget(storage.keys.totals(Q), "throttled")) == 2
 
 
+@pytest.mark.slow
 def test_the_bound_holds_on_redis_time(storage: Storage) -> None:
     """Fetching as fast as possible for over a second: the starts (the records' `started`,
     Redis's clock) in any window of W ms number at most W x rate + burst."""
@@ -195,6 +196,7 @@ def test_a_queue_with_task_limits_hands_nothing_over(storage: Storage) -> None:
     assert storage.record(Q, "a2").state == "queued"  # type: ignore[union-attr]
 
 
+@pytest.mark.slow
 def test_a_held_task_that_starts_keeps_no_mark(storage: Storage) -> None:
     """Once leased, a held task is an ordinary run: a retry later is a plain delayed task
     (shown as delayed, back at the tail), and its waiting time counts from its enqueue."""
