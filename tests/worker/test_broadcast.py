@@ -206,6 +206,8 @@ def test_a_subscribed_task_runs_once_per_message(
         assert orders.publish({"order": i, "out": str(out)})
     wait_for(lambda: len(lines(out)) == 20)
     assert sorted(json.loads(x)["order"] for x in lines(out)) == list(range(20))
+    # the last line is written before its run ends and the message is acknowledged
+    wait_for(lambda: [s.lag for s in orders.info().subscribers] == [0])
     [sub] = orders.info().subscribers
     assert (sub.name, sub.lag) == ("tests.channel_tasks.record", 0)
     wait_for(lambda: orders.info().held == 0)
