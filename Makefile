@@ -42,12 +42,15 @@ run: $(RUN_STAMP)
 # the suite on JOBS processes (pytest-xdist): most of a test's time is spent waiting on worker
 # processes, redis-servers and Chromium, so 3 processes keep 2 cores busy (README.md, "Running
 # the suite"); each process starts its own redis-servers (6379 is never touched) and one
-# Chromium, and takes more tests from the others when it runs out (work stealing).
+# Chromium per module of browser tests. The longest tests come first (tests/conftest.py) and
+# each process takes one test at a time as it gets free (--dist load --maxschedchunk 1), so
+# the minutes-long ones start at once and the short ones fill in behind them.
 JOBS ?= 3
 test: $(STAMP) system-deps
-	$(PY) -m pytest -m "" -p no:cacheprovider -n $(JOBS) --dist worksteal
+	$(PY) -m pytest -m "" -p no:cacheprovider -n $(JOBS) --dist load --maxschedchunk 1
 
-# the edit loop: no process-starting fault tests, browser, Cluster, Java or promtool
+# the edit loop: none of the tests that take seconds (marked slow: real processes, faults,
+# model-based runs, sizes in the thousands), browser, Cluster, Java or promtool ones
 test-fast: $(STAMP)
 	$(PY) -m pytest -m "not slow and not browser and not cluster and not java and not tools" -p no:cacheprovider -n $(JOBS) --dist worksteal -q
 

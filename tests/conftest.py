@@ -20,6 +20,34 @@ from ztq.worker.embedded import RedisProcess
 pytest_plugins = ["pytester"]  # tests/worker/test_testing_helpers.py runs a user's suite
 
 
+HEAVY = ("slow", "browser", "cluster", "java", "tools")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest tests first: those that declare a timeout above the default (minutes:
+    the model-based runs, axe over every page, the benchmark's tiny run), then the marked
+    ones (processes, Chromium, Cluster, Java), then the rest, each group in file order. With
+    ``--dist load --maxschedchunk 1`` (``make test``) each xdist process takes the next test
+    when it is free, so the long ones start at once on all of them and the short ones fill
+    the end, instead of one long test starting last and running alone."""
+
+    def rank(item: pytest.Item) -> int:
+        timeout = item.get_closest_marker("timeout")
+        if timeout is not None and timeout.args and timeout.args[0] > 120:
+            return 0
+        return 1 if any(item.get_closest_marker(name) for name in HEAVY) else 2
+
+    items.sort(key=rank)  # stable: the same order on every xdist process
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _templates_compiled_once() -> None:
+    """The console's templates compiled once per test process (tests/compiled_templates.py)."""
+    from tests import compiled_templates
+
+    compiled_templates.install()
+
+
 @pytest.fixture(autouse=True)
 def _no_ztq_settings_from_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests set the ZTQ_* variables they need; one exported in the developer's shell

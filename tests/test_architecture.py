@@ -34,6 +34,7 @@ def test_no_alias_module(modules: dict[str, Module]) -> None:
     assert not [m.name for m in modules.values() if m.is_alias]
 
 
+@pytest.mark.slow
 def test_no_import_cycle(modules: dict[str, Module]) -> None:
     found = architecture.describe_cycles(architecture.import_graph(modules))
     assert not found, "import cycles (imports inside functions count):\n" + "\n".join(found)
@@ -49,6 +50,7 @@ def test_no_import_cycle(modules: dict[str, Module]) -> None:
 TYPE_LEVEL_CYCLES_LEFT = {"ztq.core.client.app"}
 
 
+@pytest.mark.slow
 def test_no_type_level_cycle(modules: dict[str, Module]) -> None:
     """As test_no_import_cycle, counting the imports under ``if TYPE_CHECKING:`` too: a
     module typed against another that imports it is as knotted as one that runs it."""
@@ -95,6 +97,7 @@ def test_every_package_says_what_it_is_for_and_may_import(modules: dict[str, Mod
     assert not lacking, "package __init__ docstrings:\n" + "\n".join(lacking)
 
 
+@pytest.mark.slow
 def test_the_picture_in_the_doc_is_current(modules: dict[str, Module]) -> None:
     text = architecture.DOC.read_text(encoding="utf-8")
     assert architecture.current_block(text) == architecture.render_graph(modules), (
@@ -137,6 +140,7 @@ def test_what_counts_as_an_import(tmp_path: Path) -> None:
 # -- the Redis boundary: only ztq.core.engine talks to Redis ----------------------------------
 
 
+@pytest.mark.slow
 def test_only_the_engine_touches_redis(modules: dict[str, Module]) -> None:
     """No module outside ``ztq.core.engine`` imports redis-py (TYPE_CHECKING and function
     imports count) or reaches a client's ``.client``: they ask the engine (the read models

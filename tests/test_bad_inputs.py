@@ -132,7 +132,15 @@ def run_console(m: bad_inputs.Mistake, url: str, monkeypatch: pytest.MonkeyPatch
     assert m.says in page.text, (m.does, page.text[:2000])
 
 
-@pytest.mark.parametrize("m", bad_inputs.MISTAKES, ids=lambda m: m.id)
+# the console's cases build a console and sign in: a second each, left out of make test-fast
+@pytest.mark.parametrize(
+    "m",
+    [
+        pytest.param(m, marks=pytest.mark.slow) if m.id.startswith("console:") else m
+        for m in bad_inputs.MISTAKES
+    ],
+    ids=lambda m: m.id,
+)
 def test_a_mistake_is_refused_with_a_clear_message_and_loses_nothing(
     m: bad_inputs.Mistake,
     seeded: str,

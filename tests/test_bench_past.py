@@ -55,6 +55,7 @@ def tables(out: str) -> dict[str, dict[str, list[str]]]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)  # about 50 s on a quiet machine, minutes on a loaded one
 def test_tiny_run_builds_interleaves_and_prints_every_figure(tmp_path: Path) -> None:
     doc = tmp_path / "benchmarks.md"
@@ -127,6 +128,7 @@ def test_tiny_run_builds_interleaves_and_prints_every_figure(tmp_path: Path) -> 
     assert again.returncode == 0 and again.stdout.startswith(section), again.stderr
 
 
+@pytest.mark.slow
 def test_a_ref_that_does_not_resolve_is_one_line_and_builds_nothing(tmp_path: Path) -> None:
     done = run("--ref", "no-such-ref-at-all", "--cache", str(tmp_path / "cache"))
     assert done.returncode == 2

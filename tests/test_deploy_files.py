@@ -20,6 +20,7 @@ MANIFESTS = ROOT / "deploy" / "kubernetes" / "ztq.yaml"
 UNIT = ROOT / "deploy" / "systemd" / "ztq-worker@.service"
 
 
+@pytest.mark.slow
 def test_the_kubernetes_manifests_pass_the_schemas_strictly() -> None:
     import kubernetes_validate
 

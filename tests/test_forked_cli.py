@@ -10,6 +10,8 @@ import pytest
 
 from tests import forked_cli
 
+pytestmark = pytest.mark.slow  # the forked CLI against the script itself: processes
+
 
 @pytest.mark.parametrize(
     "argv", [["--help"], ["info", "--no-such-flag"], ["info"], ["--version"]]

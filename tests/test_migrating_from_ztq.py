@@ -22,6 +22,8 @@ from ztq.core import get_storage
 from ztq.core.engine.workers import get_worker
 from ztq.worker.embedded import RedisProcess
 
+pytestmark = pytest.mark.slow  # real worker and sender processes
+
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "migrating-from-ztq.md"
 FENCE = re.compile(r"^```([a-z0-9]*)\n(.*?)^```", re.S | re.M)

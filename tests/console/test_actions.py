@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from webtest import TestApp
 
 import ztq.core as ztq
@@ -37,6 +38,7 @@ def failed(store: Storage, n: int, message: str = "bad", task=t.boom) -> list[st
     return ids
 
 
+@pytest.mark.slow
 def test_pause_and_resume_a_queue(operator: TestApp, store: Storage) -> None:
     t.add.delay(1, 1)
     r = post(operator, "/queues/default/state", {"action": "pause", "next": "/queues/default"})
@@ -52,6 +54,7 @@ def test_pause_and_resume_a_queue(operator: TestApp, store: Storage) -> None:
     assert r.status_int == 404
 
 
+@pytest.mark.slow
 def test_redo_one_failed_task(operator: TestApp, store: Storage) -> None:
     [task_id] = failed(store, 1)
     r = post(operator, "/tasks", {"action": "redo", "task": f"default:{task_id}",
@@ -66,6 +69,7 @@ def test_redo_one_failed_task(operator: TestApp, store: Storage) -> None:
         "redo", "default", task_id, "1")  # fmt: skip
 
 
+@pytest.mark.slow
 def test_redo_and_delete_a_selection(operator: TestApp, store: Storage) -> None:
     ids = failed(store, 4)
     redo = [("action", "redo")] + [("task", f"default:{i}") for i in ids[:2]]
@@ -80,6 +84,7 @@ def test_redo_and_delete_a_selection(operator: TestApp, store: Storage) -> None:
     assert "2 were in another state" in r.text
 
 
+@pytest.mark.slow
 def test_run_first_and_delete_pending_tasks(operator: TestApp, store: Storage) -> None:
     ids = [t.add.delay(i, 0).id for i in range(5)]
     form = operator.get("/queues/default").forms["selection"]
@@ -96,6 +101,7 @@ def test_run_first_and_delete_pending_tasks(operator: TestApp, store: Storage) -
     ]
 
 
+@pytest.mark.slow
 def test_delayed_run_now_and_delete(operator: TestApp, store: Storage) -> None:
     a = t.add.enqueue((1, 0), delay=600).id
     b = t.add.enqueue((2, 0), delay=600).id
@@ -109,6 +115,7 @@ def test_delayed_run_now_and_delete(operator: TestApp, store: Storage) -> None:
     assert ztq.ping(c) == "none"
 
 
+@pytest.mark.slow
 def test_a_running_task_is_killed_through_its_worker_not_deleted(
     operator: TestApp, store: Storage
 ) -> None:
@@ -123,6 +130,7 @@ def test_a_running_task_is_killed_through_its_worker_not_deleted(
         "kill", "default-0", h.id, "ann")  # fmt: skip
 
 
+@pytest.mark.slow
 def test_task_actions_refuse_bad_input(operator: TestApp, store: Storage) -> None:
     r = post(operator, "/tasks", {"action": "redo"}).follow()
     assert "Select tasks" in r.text
@@ -136,6 +144,7 @@ def test_task_actions_refuse_bad_input(operator: TestApp, store: Storage) -> Non
     assert "Select tasks" in r.text
 
 
+@pytest.mark.slow
 def test_bulk_redo_of_a_whole_filter_runs_in_batches(operator: TestApp, store: Storage) -> None:
     keep = failed(store, 30, "other", task=t.flaky)  # flaky(path, n): other task, kept
     redo = failed(store, 250, "bulk")
@@ -152,6 +161,7 @@ def test_bulk_redo_of_a_whole_filter_runs_in_batches(operator: TestApp, store: S
     assert "task~boom" in entries[0]["detail"]
 
 
+@pytest.mark.slow
 def test_bulk_delete_all_errors_and_purge_ready(operator: TestApp, store: Storage) -> None:
     errors = failed(store, 120)
     t.send.delay("x")
@@ -195,6 +205,7 @@ def test_bulk_refuses_unknown_kinds_and_queues(operator: TestApp, store: Storage
     assert "No queue named nope" in r.text
 
 
+@pytest.mark.slow
 def test_a_redo_that_fails_again_does_not_loop(operator: TestApp, store: Storage) -> None:
     ids = failed(store, 250)
     r = post(operator, "/bulk", {"action": "redo", "source": "errors", "queue": "default"})
@@ -217,6 +228,7 @@ def test_a_redo_that_fails_again_does_not_loop(operator: TestApp, store: Storage
     assert sum(int(e["count"]) for e in entries) == 250
 
 
+@pytest.mark.slow
 def test_worker_commands(operator: TestApp, store: Storage) -> None:
     scenario.heartbeat(store, "w1", threads={"default": 2})
     for cmd in ("refresh", "pause", "resume", "stop"):
@@ -234,6 +246,7 @@ def test_worker_commands(operator: TestApp, store: Storage) -> None:
     assert actions[0] == "worker kill" and "worker pause" in actions
 
 
+@pytest.mark.slow
 def test_worker_commands_are_validated(operator: TestApp, store: Storage) -> None:
     scenario.heartbeat(store, "w1", editable=False)
     bad = [
@@ -252,6 +265,7 @@ def test_worker_commands_are_validated(operator: TestApp, store: Storage) -> Non
     assert r.status_int == 404
 
 
+@pytest.mark.slow
 def test_forget_a_lost_worker(operator: TestApp, store: Storage) -> None:
     scenario.heartbeat(store, "gone")
     scenario.make_lost(store, "gone")
@@ -261,6 +275,7 @@ def test_forget_a_lost_worker(operator: TestApp, store: Storage) -> None:
     assert operator.get("/workers/gone", expect_errors=True).status_int == 404
 
 
+@pytest.mark.slow
 def test_run_a_cron_entry_now(operator: TestApp, store: Storage) -> None:
     scenario.cron(store, "every-5", task="tests.sample_tasks.add", args=[2, 3])
     r = post(operator, "/cron/run", {"name": "every-5"}).follow()
@@ -272,6 +287,7 @@ def test_run_a_cron_entry_now(operator: TestApp, store: Storage) -> None:
     assert "No cron entry named nope" in r.text
 
 
+@pytest.mark.slow
 def test_disable_and_enable_a_cron_entry(operator: TestApp, store: Storage) -> None:
     scenario.cron(store, "every-5", task="tests.sample_tasks.add", args=[2, 3])
     r = post(operator, "/cron/toggle", {"name": "every-5", "enable": "0"}).follow()
@@ -284,6 +300,7 @@ def test_disable_and_enable_a_cron_entry(operator: TestApp, store: Storage) -> N
     assert "No cron entry named nope" in r.text and disabled_cron(store) == set()
 
 
+@pytest.mark.slow
 def test_the_audit_page_lists_who_did_what(operator: TestApp, store: Storage) -> None:
     [task_id] = failed(store, 1)
     post(operator, "/tasks", {"action": "delete", "task": f"default:{task_id}"})

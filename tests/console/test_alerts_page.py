@@ -45,6 +45,7 @@ def rounds(*wsgis: Any, more: int = 3) -> None:
         assert a.wait_rounds(a.rounds + more, timeout=20), "the evaluation thread is stuck"
 
 
+@pytest.mark.slow
 def test_without_rules_the_page_says_how_to_set_them(viewer: TestApp, wsgi: Any) -> None:
     assert wsgi.registry.ztq_alerter is None  # nothing evaluates
     page = viewer.get("/alerts")
@@ -55,6 +56,7 @@ def test_without_rules_the_page_says_how_to_set_them(viewer: TestApp, wsgi: Any)
     assert "告警" in zh.text and "没有触发中的告警。" in zh.text
 
 
+@pytest.mark.slow
 def test_two_consoles_send_one_firing_and_one_resolved_message(apps: Apps, store: Storage) -> None:
     with Receiver() as hook:
         first = apps(rules="no_worker *\nworker_lost", webhook=hook.url, every="0.2")
@@ -86,6 +88,7 @@ def test_two_consoles_send_one_firing_and_one_resolved_message(apps: Apps, store
         assert history == ["sent", "resolved", "sent", "firing"]
 
 
+@pytest.mark.slow
 def test_a_webhook_that_is_down_is_shown_and_the_console_keeps_serving(
     apps: Apps, store: Storage
 ) -> None:
@@ -98,6 +101,7 @@ def test_a_webhook_that_is_down_is_shown_and_the_console_keeps_serving(
     assert "failed to send" in page.text and "not yet" in page.text
 
 
+@pytest.mark.slow
 def test_a_slow_webhook_does_not_hold_up_the_pages(apps: Apps, store: Storage) -> None:
     t.add.enqueue((1, 2))
     # the webhook's timeout (12 s) outlasts three page loads on a loaded machine (5 s did
@@ -118,6 +122,7 @@ def test_a_slow_webhook_does_not_hold_up_the_pages(apps: Apps, store: Storage) -
         assert "timed out" in page.html.select_one("p.flash.error").text
 
 
+@pytest.mark.slow
 def test_data_from_redis_is_escaped(viewer: TestApp, store: Storage) -> None:
     scenario.heartbeat(store, "<b>w</b>")
     scenario.make_lost(store, "<b>w</b>")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from webtest import TestApp
 
 from tests import sample_tasks as t
@@ -12,6 +13,7 @@ from tests.console.test_security import basic
 from ztq.core.engine.storage import Storage
 
 
+@pytest.mark.slow
 def test_api_workers_and_queues(operator: TestApp, store: Storage) -> None:
     ids = scenario.populate(store)
     workers = {w["id"]: w for w in operator.get("/api/workers").json["items"]}
@@ -49,6 +51,7 @@ def test_api_errors_pages_with_a_cursor(operator: TestApp, store: Storage) -> No
     assert operator.get("/api/errors?task=nothing").json["items"] == []
 
 
+@pytest.mark.slow
 def test_api_task_detail_and_history(operator: TestApp, store: Storage) -> None:
     h = t.boom.delay("<x>")
     scenario.work(store, fail=lambda p: "broken")
@@ -64,6 +67,7 @@ def test_api_task_detail_and_history(operator: TestApp, store: Storage) -> None:
     assert operator.get("/api/history?status=done").json["items"] == []
 
 
+@pytest.mark.slow
 def test_api_running_scheduled_and_log(operator: TestApp, store: Storage) -> None:
     ids = scenario.populate(store)
     running = operator.get("/api/running").json["items"]
@@ -75,12 +79,14 @@ def test_api_running_scheduled_and_log(operator: TestApp, store: Storage) -> Non
     assert [e["worker"] for e in log] == ["batch-7"]
 
 
+@pytest.mark.slow
 def test_api_answers_json_to_scripts_with_basic_auth(anon: TestApp, store: Storage) -> None:
     t.add.delay(1, 2)
     r = anon.get("/api/queues", headers=basic("vic"))
     assert r.content_type == "application/json" and r.json["items"][0]["name"] == "default"
 
 
+@pytest.mark.slow
 def test_metrics_are_prometheus_text(anon: TestApp, store: Storage) -> None:
     scenario.populate(store)
     r = anon.get("/metrics", headers=basic("vic"))
@@ -94,6 +100,7 @@ def test_metrics_are_prometheus_text(anon: TestApp, store: Storage) -> None:
         assert line.startswith("# HELP ") or line.startswith("# TYPE ") or sample.match(line), line
 
 
+@pytest.mark.slow
 def test_metrics_count_firing_alerts(operator: TestApp, store: Storage) -> None:
     from ztq.core.alerts.alerter import Alerter, AlertSettings
     from ztq.core.alerts.rules import parse_rules

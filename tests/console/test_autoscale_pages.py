@@ -4,6 +4,7 @@ in English and Chinese."""
 
 from __future__ import annotations
 
+import pytest
 from webtest import TestApp
 
 from tests.console import scenario
@@ -33,6 +34,7 @@ def decisions(store: Storage) -> None:
               memory=50)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_autoscaled_and_pinned_queues_are_shown(operator: TestApp, store: Storage) -> None:
     scenario.heartbeat(store, "w1", threads={"mail": 5, "default": 2}, autoscale=SCALED)
     page = operator.get("/workers/w1")
@@ -47,6 +49,7 @@ def test_autoscaled_and_pinned_queues_are_shown(operator: TestApp, store: Storag
     assert "mail × 5" in listing and "0..8 auto" in listing and "pdf × 0" in listing
 
 
+@pytest.mark.slow
 def test_auto_button_sends_the_command_audited(operator: TestApp, store: Storage) -> None:
     scenario.heartbeat(store, "w1", threads={"pdf": 2}, autoscale=SCALED)
     page = operator.get("/workers/w1")
@@ -59,6 +62,7 @@ def test_auto_button_sends_the_command_audited(operator: TestApp, store: Storage
     assert "queue=pdf" in audit_log(store)[0]["detail"]
 
 
+@pytest.mark.slow
 def test_auto_is_checked_and_needs_an_operator(
     operator: TestApp, viewer: TestApp, store: Storage
 ) -> None:
@@ -79,6 +83,7 @@ def test_auto_is_checked_and_needs_an_operator(
     assert not viewer.get("/workers/w1").html.select("button[value=autoscale]")
 
 
+@pytest.mark.slow
 def test_decisions_in_the_worker_log_in_both_languages(operator: TestApp, store: Storage) -> None:
     scenario.heartbeat(store, "w1", autoscale=SCALED)
     decisions(store)

@@ -27,6 +27,7 @@ def fill(n: int) -> None:
         t.add.enqueue((i, 0), queue=Q, unique=False)
 
 
+@pytest.mark.slow
 def test_an_operator_sets_changes_and_lifts_a_pending_limit(
     operator: TestApp, viewer: TestApp, store: Storage
 ) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 import ztq.core as ztq
 from tests import sample_tasks as t
 from tests.console.conftest import post
@@ -23,6 +25,7 @@ def finish(storage: Storage, fail: set[str]) -> None:
     relay(storage, ["default"])
 
 
+@pytest.mark.slow
 def test_list_batch_and_redo(operator: Any, viewer: Any, store: Storage) -> None:
     with ztq.batch(description="thumbnails <b>", on_success=t.noop.prepare(("ok",))) as b:
         hs = [t.add.delay(i, 2) for i in range(3)]
@@ -41,6 +44,7 @@ def test_list_batch_and_redo(operator: Any, viewer: Any, store: Storage) -> None
     assert "success" in operator.get(f"/batches/{b.id}").text
 
 
+@pytest.mark.slow
 def test_unknown_batch_is_404(operator: Any, store: Storage) -> None:
     r = operator.get("/batches/nope", expect_errors=True)
     assert r.status_int == 404 and "No batch nope" in r.text
@@ -49,6 +53,7 @@ def test_unknown_batch_is_404(operator: Any, store: Storage) -> None:
     assert "No batch yet" in operator.get("/batches").text
 
 
+@pytest.mark.slow
 def test_in_chinese(operator: Any, store: Storage) -> None:
     with ztq.batch(description="缩略图") as b:
         t.add.delay(1, 1)

@@ -3,6 +3,7 @@ and the last broadcasts with how their runs went, in English and Chinese (WebTes
 
 from __future__ import annotations
 
+import pytest
 from webtest import TestApp
 
 import ztq.core as ztq
@@ -38,6 +39,7 @@ def rows(page: object, table: str) -> list[list[str]]:
     ]
 
 
+@pytest.mark.slow
 def test_the_page_shows_channels_subscribers_and_broadcasts(
     operator: TestApp, store: Storage
 ) -> None:
@@ -61,6 +63,7 @@ def test_the_page_shows_channels_subscribers_and_broadcasts(
     assert 'aria-current="page"' in str(page.html.select_one('nav a[href="/channels"]'))
 
 
+@pytest.mark.slow
 def test_the_page_in_chinese_and_for_a_viewer(viewer: TestApp, store: Storage) -> None:
     arrange(store)
     viewer.set_cookie("ztq_lang", "zh")
@@ -71,6 +74,7 @@ def test_the_page_in_chinese_and_for_a_viewer(viewer: TestApp, store: Storage) -
     assert "广播" in page.text and "mailer" in page.text
 
 
+@pytest.mark.slow
 def test_an_empty_redis_says_so(operator: TestApp) -> None:
     page = operator.get("/channels")
     assert "No channel yet" in page.text and "No subscriber." in page.text

@@ -18,6 +18,8 @@ import pytest
 from tests.console.conftest import SECRET
 from tests.console.test_pserve import free_port
 
+pytestmark = pytest.mark.slow  # the console served by real processes
+
 ZTQ = str(Path(sys.executable).with_name("ztq"))
 COMMANDS = {
     "python -m ztq.console": [sys.executable, "-m", "ztq.console"],

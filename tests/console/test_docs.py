@@ -34,6 +34,7 @@ def live(settings: dict[str, Any]) -> Iterator[str]:
         server.shutdown()
 
 
+@pytest.mark.slow
 def test_the_token_commands_run_as_written(live: str, redis_url: str, tmp_path: Path) -> None:
     [shell] = [b for b in code_blocks("console.md") if "ztq token create" in b]
     token_file = tmp_path / "ztq.token"
@@ -48,6 +49,7 @@ def test_the_token_commands_run_as_written(live: str, redis_url: str, tmp_path: 
     assert token_file.read_text().startswith("ztq_")
 
 
+@pytest.mark.slow
 def test_the_prometheus_configuration_sends_what_the_console_takes(
     wsgi: Any, redis_url: str, tmp_path: Path
 ) -> None:
@@ -64,6 +66,7 @@ def test_the_prometheus_configuration_sends_what_the_console_takes(
     assert r.status_int == 200 and "ztq_console_api_tokens 1" in r.text
 
 
+@pytest.mark.slow
 def test_the_sso_example_configures_what_the_text_says(settings: dict[str, Any]) -> None:
     [ini] = [b for b in code_blocks("console.md") if "sso_header" in b]
     parser = configparser.ConfigParser()

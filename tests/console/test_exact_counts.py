@@ -20,6 +20,8 @@ from ztq.core.engine.storage import Storage
 from ztq.core.monitor.groups import group_key, kind_key
 from ztq.worker.cli.commands import main
 
+pytestmark = pytest.mark.slow  # sizes above every window and cap (thousands of tasks)
+
 TB = """Traceback (most recent call last):
   File "/srv/app/mail.py", line {line}, in send
     raise SMTPError(message)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from webtest import TestApp
 
 import ztq.core as ztq
@@ -27,6 +28,7 @@ def expire(store: Storage, n: int) -> list[str]:
     return ids
 
 
+@pytest.mark.slow
 def test_the_queue_page_counts_expired_tasks(operator: TestApp, store: Storage) -> None:
     expire(store, 3)
     page = operator.get("/queues/default")
@@ -44,6 +46,7 @@ def test_metrics_count_expired_tasks(operator: TestApp, store: Storage) -> None:
     assert "# TYPE ztq_tasks_expired_total counter" in lines
 
 
+@pytest.mark.slow
 def test_the_history_shows_and_filters_expired_runs(operator: TestApp, store: Storage) -> None:
     [task_id] = expire(store, 1)
     ran = t.add.delay(5, 5)
@@ -67,6 +70,7 @@ def test_a_console_redo_of_a_failed_task_clears_its_expiry(
     assert ztq.ping(h) == "queued" and store.tasks.record("default", h.id).get("exp") is None
 
 
+@pytest.mark.slow
 def test_an_expired_task_has_its_page_and_is_found_by_state(
     operator: TestApp, store: Storage
 ) -> None:

@@ -3,6 +3,7 @@ an operator could neither read nor copy one."""
 
 from __future__ import annotations
 
+import pytest
 from webtest import TestApp
 
 from tests import sample_tasks as t
@@ -10,6 +11,7 @@ from tests.console import scenario
 from ztq.core.engine.storage import Storage
 
 
+@pytest.mark.slow
 def test_the_error_list_shows_every_task_id_whole(operator: TestApp, store: Storage) -> None:
     long_id = "order-" + "7" * 122  # the longest id a task may have (128 characters)
     ids = [t.boom.enqueue(("disk",), id=long_id).id, t.boom.delay("full").id]

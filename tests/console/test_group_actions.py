@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
 from webtest import TestApp
 
 import ztq.core as ztq
@@ -47,6 +48,7 @@ def confirm_url(page: str, action: str, n: int = 0) -> str:
     return links[n].replace("&amp;", "&")
 
 
+@pytest.mark.slow
 def test_a_group_link_shows_exactly_that_group(operator: TestApp, store: Storage) -> None:
     ids = mail_incident(store)
     key = key_of(store, "mail", ids["down"][0])
@@ -59,6 +61,7 @@ def test_a_group_link_shows_exactly_that_group(operator: TestApp, store: Storage
     assert operator.get("/errors?group=nothex", expect_errors=True).status_int == 404
 
 
+@pytest.mark.slow
 def test_a_group_redo_states_its_scope_then_redoes_that_group_only(
     operator: TestApp, store: Storage
 ) -> None:
@@ -93,6 +96,7 @@ def test_a_group_redo_states_its_scope_then_redoes_that_group_only(
     assert "6 failed again after redo" in groups
 
 
+@pytest.mark.slow
 def test_a_group_delete_goes_to_the_trash_and_is_audited(operator: TestApp, store: Storage) -> None:
     ids = mail_incident(store)
     key = key_of(store, "mail", ids["refused"][0])
@@ -108,6 +112,7 @@ def test_a_group_delete_goes_to_the_trash_and_is_audited(operator: TestApp, stor
     assert entry["count"] == "3" and f"group={key}" in entry["detail"]
 
 
+@pytest.mark.slow
 def test_a_filter_wide_action_states_the_filter_and_count(
     operator: TestApp, store: Storage
 ) -> None:
@@ -122,6 +127,7 @@ def test_a_filter_wide_action_states_the_filter_and_count(
     assert "cannot be undone" in purge.text
 
 
+@pytest.mark.slow
 def test_selected_rows_delete_states_its_scope_and_actions_sit_on_top(
     operator: TestApp, store: Storage
 ) -> None:
@@ -138,6 +144,7 @@ def test_selected_rows_delete_states_its_scope_and_actions_sit_on_top(
     assert [ztq.ping(i) for i in ids["down"][:3]] == ["none", "none", "error"]
 
 
+@pytest.mark.slow
 def test_group_actions_need_an_operator_and_a_csrf_token(
     operator: TestApp, viewer: TestApp, store: Storage
 ) -> None:
@@ -163,6 +170,7 @@ def test_group_actions_need_an_operator_and_a_csrf_token(
     assert "Unknown command" in r.text
 
 
+@pytest.mark.slow
 def test_the_queue_page_bulk_buttons_confirm_their_scope_first(
     operator: TestApp, store: Storage
 ) -> None:

@@ -5,6 +5,7 @@ task's key; /metrics has per-key series for the top keys plus "other"."""
 
 from __future__ import annotations
 
+import pytest
 from webtest import TestApp
 
 from tests.console.conftest import post
@@ -12,6 +13,7 @@ from tests.key_tasks import Q, send_mail
 from ztq.core.engine.storage import Storage
 
 
+@pytest.mark.slow
 def test_the_busiest_keys_and_a_key_paused_by_an_operator(
     operator: TestApp, viewer: TestApp, store: Storage
 ) -> None:

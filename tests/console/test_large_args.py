@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 from webtest import TestApp
 
 from tests import sample_tasks as t
@@ -16,6 +17,7 @@ from ztq.core.monitor.fmt import ARGS_SHOWN
 BIG = "é" * 1_500_000  # 3,000,000 bytes as UTF-8: under max_payload, over any page
 
 
+@pytest.mark.slow
 def test_a_task_page_cuts_large_arguments_says_their_size_and_links_them_whole(
     operator: TestApp, store: Storage
 ) -> None:

@@ -31,6 +31,7 @@ def zh(app: TestApp) -> TestApp:
     return app
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_pause_is_pending_until_the_worker_confirms(
     operator: TestApp, store: Storage, lang: str
@@ -60,6 +61,7 @@ def test_pause_is_pending_until_the_worker_confirms(
     assert state2["sig"] != state["sig"]
 
 
+@pytest.mark.slow
 def test_set_threads_is_pending_until_the_worker_confirms(
     operator: TestApp, store: Storage
 ) -> None:
@@ -78,6 +80,7 @@ def test_set_threads_is_pending_until_the_worker_confirms(
     assert cell.strip() == "3"
 
 
+@pytest.mark.slow
 def test_a_worker_that_does_not_take_its_commands_keeps_them_pending(
     operator: TestApp, store: Storage
 ) -> None:
@@ -90,6 +93,7 @@ def test_a_worker_that_does_not_take_its_commands_keeps_them_pending(
     assert operator.get("/workers/nobody?state=1", status=404)
 
 
+@pytest.mark.slow
 def test_running_for_is_the_tasks_own_run_time(operator: TestApp, store: Storage) -> None:
     handle = t.sleepy.delay(30, "")
     [lease] = store.leases.fetch("default", "w1", "default-0", 60_000, 1)
@@ -104,6 +108,7 @@ def test_running_for_is_the_tasks_own_run_time(operator: TestApp, store: Storage
     assert handle.id in page.text  # the whole id, not a cut one
 
 
+@pytest.mark.slow
 def test_chinese_pages_write_chinese_time_units(operator: TestApp, store: Storage) -> None:
     assert duration(72_000, "zh") == "1分12秒" and duration(72_000) == "1m 12s"
     assert duration(350, "zh") == "350毫秒" and duration(4200, "zh") == "4.2秒"
@@ -118,6 +123,7 @@ def test_chinese_pages_write_chinese_time_units(operator: TestApp, store: Storag
     assert "1m 1" not in text
 
 
+@pytest.mark.slow
 def test_counts_say_what_they_count(operator: TestApp, store: Storage) -> None:
     scenario.populate(store)
     scenario.throughput(store)
@@ -133,6 +139,7 @@ def test_counts_say_what_they_count(operator: TestApp, store: Storage) -> None:
     assert "次失败（含重试）" in text and "当前错误清单中的任务" in text
 
 
+@pytest.mark.slow
 def test_every_list_page_has_the_refresh_switch(operator: TestApp, store: Storage) -> None:
     scenario.populate(store)
     for path in ("/workers", "/workers/app-1.4242", "/queues", "/queues/default", "/errors",

@@ -30,6 +30,7 @@ def attempt(app: TestApp, name: str, password: str, addr: str = "192.0.2.1", **h
     return form.submit(expect_errors=True, extra_environ=env, headers=headers)
 
 
+@pytest.mark.slow
 def test_a_guessing_run_is_locked_and_even_the_right_password_waits(
     anon: TestApp, store: Storage
 ) -> None:
@@ -58,6 +59,7 @@ def test_locks_double_up_to_the_longest(store: Storage) -> None:
     assert 0 < wait <= 0.2  # failed more than free_user times: locked everywhere
 
 
+@pytest.mark.slow
 def test_an_outsider_cannot_lock_the_operator_out_from_elsewhere(
     anon: TestApp, store: Storage
 ) -> None:
@@ -73,6 +75,7 @@ def test_an_outsider_cannot_lock_the_operator_out_from_elsewhere(
     assert locked["detail"].startswith("address 203.0.113.66: name locked here 1s")
 
 
+@pytest.mark.slow
 def test_a_guess_spread_over_addresses_locks_the_name_everywhere(
     settings: dict[str, Any], store: Storage
 ) -> None:
@@ -106,6 +109,7 @@ def test_waiting_out_the_longest_lock_buys_no_fresh_free_failures(store: Storage
     assert login_failed(store, policy, "bob", "198.51.100.7").pair == 0.2  # locked again
 
 
+@pytest.mark.slow
 def test_an_address_trying_many_names_is_locked_and_a_forged_header_does_not_help(
     anon: TestApp,
 ) -> None:
@@ -115,6 +119,7 @@ def test_an_address_trying_many_names_is_locked_and_a_forged_header_does_not_hel
     assert attempt(anon, "vic", PASSWORD, addr="192.0.2.99").status_int == 303  # elsewhere
 
 
+@pytest.mark.slow
 def test_console_processes_share_the_counters(settings: dict[str, Any], anon: TestApp) -> None:
     other = TestApp(main({}, **settings))  # a second console process on the same Redis
     for _ in range(3):
@@ -125,6 +130,7 @@ def test_console_processes_share_the_counters(settings: dict[str, Any], anon: Te
     assert attempt(anon, "vic", PASSWORD).status_int == 429
 
 
+@pytest.mark.slow
 def test_metrics_count_failures_and_locks(anon: TestApp, operator: TestApp) -> None:
     for _ in range(6):
         attempt(anon, "nobody", "guess")

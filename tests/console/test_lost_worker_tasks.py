@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
 from webtest import TestApp
 
 from tests import sample_tasks as t
@@ -14,6 +15,7 @@ from tests.console import scenario
 from ztq.core.engine.storage import Finished, Storage
 
 
+@pytest.mark.slow
 def test_a_lost_workers_tasks_show_their_state_now(operator: TestApp, store: Storage) -> None:
     ids = [t.add.delay(i, i).id for i in range(5)]
     leases = {lease.id: lease for lease in store.leases.fetch("default", "w-lost", "t", 60_000, 5)}

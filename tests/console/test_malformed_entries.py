@@ -106,6 +106,7 @@ PAGES: dict[str, tuple[str, Callable[[Storage], str]]] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(PAGES))
 def test_a_malformed_entry_shows_as_unreadable_and_the_rest_as_usual(
     name: str, operator: TestApp, store: Storage
@@ -118,6 +119,7 @@ def test_a_malformed_entry_shows_as_unreadable_and_the_rest_as_usual(
     assert UNREADABLE in page.text
 
 
+@pytest.mark.slow
 def test_a_trash_batch_in_another_format_can_be_read_and_its_good_batch_restored(
     operator: TestApp, store: Storage
 ) -> None:

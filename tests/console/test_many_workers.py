@@ -7,6 +7,7 @@ import re
 import time
 from typing import Any
 
+import pytest
 from webtest import TestApp
 
 from tests.console.conftest import post
@@ -20,6 +21,7 @@ def rows(html: str) -> list[str]:
     return re.findall(r'<tr class="status-([^"]+)">', html)
 
 
+@pytest.mark.slow
 def test_workers_page_pages_filters_and_counts(operator: TestApp, store: Storage) -> None:
     shown = populate(store)
     html = operator.get("/workers").text
@@ -36,6 +38,7 @@ def test_workers_page_pages_filters_and_counts(operator: TestApp, store: Storage
     assert f"{f.busy} of {sum(f.threads.values())} threads busy" in html
 
 
+@pytest.mark.slow
 def test_api_workers_pages_with_a_cursor(operator: TestApp, store: Storage) -> None:
     shown = populate(store)
     first = operator.get("/api/workers?limit=50").json
@@ -63,6 +66,7 @@ def test_api_workers_pages_with_a_cursor(operator: TestApp, store: Storage) -> N
         assert f'ztq_workers{{status="{status}"}} {n}' in metrics
 
 
+@pytest.mark.slow
 def test_forgetting_a_worker_takes_it_out_of_the_counts(operator: TestApp, store: Storage) -> None:
     populate(store, 16)
     lost = [w for w in sorted(operator.get("/api/workers").json["items"], key=lambda w: w["id"])
@@ -87,6 +91,7 @@ def heartbeat(i: int) -> dict[str, Any]:
     }  # fmt: skip
 
 
+@pytest.mark.slow
 def test_pages_read_the_same_whatever_the_number_of_workers(
     operator: TestApp, store: Storage
 ) -> None:

@@ -87,6 +87,7 @@ def test_filtered_scans_stop_at_their_budget_and_continue(store: Storage) -> Non
     assert found == ["200", "100", "0"] and pages == 6
 
 
+@pytest.mark.slow
 def test_pages_read_a_window_not_the_queue(operator: TestApp, store: Storage) -> None:
     """With 40,000 tasks and 4,000 errors (about 12 MB in Redis) no page reads more than
     1 MB from Redis."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from webtest import TestApp
 
 from tests.console import scenario
@@ -16,6 +17,7 @@ def nav(page: str) -> str:
     return page[page.index('<nav class="main-nav"') : page.index("</nav>")]
 
 
+@pytest.mark.slow
 def test_the_overview_shows_what_fails_first(operator: TestApp, store: Storage) -> None:
     mail_incident(store)
     scenario.heartbeat(store, "batch-7", threads={"reports": 4})
@@ -44,6 +46,7 @@ def test_the_overview_shows_what_fails_first(operator: TestApp, store: Storage) 
     assert "batch-7" in operator.get("/workers").text
 
 
+@pytest.mark.slow
 def test_the_overview_in_chinese_and_for_a_viewer(viewer: TestApp, store: Storage) -> None:
     mail_incident(store)
     viewer.set_cookie("ztq_lang", "zh")
@@ -53,6 +56,7 @@ def test_the_overview_in_chinese_and_for_a_viewer(viewer: TestApp, store: Storag
     assert "/errors?group=" in page
 
 
+@pytest.mark.slow
 def test_the_overview_shows_redis_memory_and_warns_from_80_percent(
     operator: TestApp, store: Storage
 ) -> None:

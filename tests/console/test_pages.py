@@ -28,6 +28,7 @@ def test_home_is_the_overview_and_workers_keep_their_page(operator: TestApp) -> 
     assert "<h1>Workers</h1>" in operator.get("/workers").text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("url", PAGES)
 def test_pages_render_for_both_roles(
     operator: TestApp, viewer: TestApp, lively: dict, url: str
@@ -49,6 +50,7 @@ def test_workers_page_shows_status_threads_and_progress(operator: TestApp, livel
     assert "default-0" in detail and "started with default:2 mail:1" in detail
 
 
+@pytest.mark.slow
 def test_queues_page_counts_and_chart(operator: TestApp, lively: dict) -> None:
     html = operator.get("/queues").text
     assert "<svg" in html and 'class="ok"' in html and 'class="bad"' in html
@@ -61,6 +63,7 @@ def test_queues_page_counts_and_chart(operator: TestApp, lively: dict) -> None:
     assert "urgent" in rows[0].get_text() and "(1, 1)" in rows[-1].get_text()
 
 
+@pytest.mark.slow
 def test_pending_tasks_are_paged(operator: TestApp, store: Storage) -> None:
     ids = [t.add.delay(i, 0).id for i in range(25)]
     first = operator.get("/queues/default?limit=10")
@@ -77,6 +80,7 @@ def redis_ms(store: Storage) -> int:
     return int(seconds) * 1000 + int(micros) // 1000
 
 
+@pytest.mark.slow
 def test_errors_are_newest_first_filtered_and_paged(operator: TestApp, store: Storage) -> None:
     for i in range(7):
         t.boom.delay(f"first batch {i}")
@@ -109,6 +113,7 @@ def test_grouped_errors(operator: TestApp, lively: dict) -> None:
     assert "5 errors by error type and top frame: every error, counted exactly." in html
 
 
+@pytest.mark.slow
 def test_task_detail_shows_everything_escaped(operator: TestApp, store: Storage) -> None:
     # a keyword boom() does not take (the producer refuses it: the call is made by hand, as
     # an older client or another language would send it)
@@ -126,6 +131,7 @@ def test_task_detail_shows_everything_escaped(operator: TestApp, store: Storage)
     assert operator.get(f"/tasks/{h.id}?queue=default").status_int == 200
 
 
+@pytest.mark.slow
 def test_large_payloads_are_cut_on_lists_and_on_the_detail_with_their_size(
     operator: TestApp, store: Storage
 ) -> None:
@@ -142,6 +148,7 @@ def test_large_payloads_are_cut_on_lists_and_on_the_detail_with_their_size(
     assert "97.7 KB in all" in detail.text and "Download the arguments" in detail.text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "url",
     [
@@ -168,6 +175,7 @@ def test_unknown_ids_are_404_not_500(operator: TestApp, lively: dict, url: str) 
         assert r.json["error"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cursor", ["garbage", "-1.-1", "99999999999999999999.1", "1-1:x y"])
 def test_bad_cursors_and_numbers_are_harmless(operator: TestApp, lively: dict, cursor: str) -> None:
     for url in ("/errors", "/history", "/log", "/audit", "/scheduled", "/search?q=x&"):
@@ -177,6 +185,7 @@ def test_bad_cursors_and_numbers_are_harmless(operator: TestApp, lively: dict, c
     assert operator.get("/errors/groups?window=999999999").status_int == 200
 
 
+@pytest.mark.slow
 def test_history_log_and_audit(operator: TestApp, lively: dict) -> None:
     html = operator.get("/history").text
     assert "state-done" in html and "state-failed" in html
@@ -221,6 +230,7 @@ def test_language_from_browser_and_switch(anon: TestApp, operator: TestApp) -> N
     assert "工作队列" in operator.get("/queues", headers={"Accept-Language": "en"}).text
 
 
+@pytest.mark.slow
 def test_redis_down_is_a_503_page(settings: dict) -> None:
     from tests.console.conftest import login
     from ztq.console import main
@@ -236,6 +246,7 @@ def test_redis_down_is_a_503_page(settings: dict) -> None:
     assert app.get("/api/queues", expect_errors=True).json["error"]
 
 
+@pytest.mark.slow
 def test_corrupt_records_do_not_break_pages(operator: TestApp, store: Storage) -> None:
     """Records a console did not write itself: bad meta, bad payload, bad progress."""
     store.queues.register_queue("default")
@@ -295,6 +306,7 @@ def test_cron_entries_with_odd_next_times_are_listed(operator: TestApp, store: S
     assert names[-1] == "inf" and names.index("good") > names.index("text")
 
 
+@pytest.mark.slow
 def test_long_names_are_cut_where_they_are_listed(operator: TestApp, store: Storage) -> None:
     """A 100 kB task, worker, host, thread or cron name (nothing stops a producer or a
     worker from sending one) is cut on lists and in headings, so a page stays small and
@@ -321,6 +333,7 @@ def test_long_names_are_cut_where_they_are_listed(operator: TestApp, store: Stor
     assert name[:60_000] in detail.text  # the arguments
 
 
+@pytest.mark.slow
 def test_bytes_that_are_not_utf8_show_as_replacement_characters(
     operator: TestApp, store: Storage
 ) -> None:
@@ -342,6 +355,7 @@ def test_bytes_that_are_not_utf8_show_as_replacement_characters(
         assert "\ufffd" in text or "\\ufffd" in text, url  # JSON may escape it
 
 
+@pytest.mark.slow
 def test_a_worker_whose_id_has_a_slash_opens(operator: TestApp, store: Storage) -> None:
     """Names the worker refuses can still come from another writer of the heartbeats."""
     from tests.console import scenario
@@ -360,6 +374,7 @@ def test_a_count_of_one_is_singular_on_the_pages(operator: TestApp, store: Stora
     assert "1 workers" not in text
 
 
+@pytest.mark.slow
 def test_red_markers_explain_themselves(operator: TestApp, store: Storage) -> None:
     """'0 !' (nobody serves a queue with waiting tasks) and 'expired' (a lease ran out) carry
     a tooltip that says what they mean."""
@@ -376,6 +391,7 @@ def test_red_markers_explain_themselves(operator: TestApp, store: Storage) -> No
     assert "stopped renewing the lease" in expired["title"] and lease.id
 
 
+@pytest.mark.slow
 def test_the_24_hour_charts_of_a_fresh_queue_say_they_are_empty(
     operator: TestApp, store: Storage
 ) -> None:
@@ -394,6 +410,7 @@ def test_the_24_hour_charts_of_a_fresh_queue_say_they_are_empty(
     assert page.status_int in (200, 303)
 
 
+@pytest.mark.slow
 def test_the_24_hour_charts_with_runs_have_no_empty_note(operator: TestApp, store: Storage) -> None:
     """One slot of runs (a new install's first minutes) draws a dot per line, not nothing."""
     t.add.enqueue((1, 2), queue="default")
@@ -407,6 +424,7 @@ def test_the_24_hour_charts_with_runs_have_no_empty_note(operator: TestApp, stor
         assert marks and all("dot" in m["class"] and " " in m["points"] for m in dots), chart
 
 
+@pytest.mark.slow
 def test_arguments_read_as_a_python_call(operator: TestApp, store: Storage) -> None:
     """Issue 24: one argument read ``("b.bad")``, like a string in parentheses rather than
     a call or a tuple; every row reads as the call made, in Python's syntax."""

@@ -15,6 +15,7 @@ def test_scrypt_round_trip() -> None:
     assert hash_password("same", n=1024) != hash_password("same", n=1024)  # salted
 
 
+@pytest.mark.slow
 def test_default_cost_and_pbkdf2() -> None:
     h = hash_password("pw")
     assert h.startswith("scrypt$32768$") and verify_password("pw", h)

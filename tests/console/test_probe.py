@@ -54,6 +54,7 @@ def test_undecodable_urls_give_404_or_400_with_the_headers(wsgi: Any, signed_in:
     assert r.status_int == 400 and has_headers(r)
 
 
+@pytest.mark.slow
 def test_every_response_carries_the_headers(
     anon: TestApp, operator: TestApp, store: Storage, monkeypatch: pytest.MonkeyPatch
 ) -> None:

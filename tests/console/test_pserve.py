@@ -16,6 +16,8 @@ from http.cookiejar import CookieJar
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
+import pytest
+
 import ztq.core as ztq
 from tests.console.conftest import PASSWORD, SECRET
 from ztq.core.monitor import streams
@@ -78,6 +80,7 @@ def _raw(port: int, path: str, host: str = "") -> http.client.HTTPResponse:
     return response
 
 
+@pytest.mark.slow
 def test_pserve_app_ini(redis_url: str, user_lines: str, tmp_path: Path) -> None:
     port = free_port()
     ini = (REPO / "app.ini").read_text().replace("127.0.0.1:6543", f"127.0.0.1:{port}")
@@ -147,6 +150,7 @@ def test_pserve_app_ini(redis_url: str, user_lines: str, tmp_path: Path) -> None
         proc.wait(10)
 
 
+@pytest.mark.slow
 def test_pserve_refuses_to_start_without_a_secret(redis_url: str, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ZTQ_CONSOLE_")}
     pserve = Path(sys.executable).with_name("pserve")
@@ -165,6 +169,7 @@ def one_line_no_traceback(out: str) -> None:
     assert out.startswith("ztq console: "), out
 
 
+@pytest.mark.slow
 def test_a_bad_user_is_reported_at_its_own_line(
     redis_url: str, user_lines: str, tmp_path: Path
 ) -> None:

@@ -5,6 +5,7 @@ has the gauge and the throttled fetches."""
 
 from __future__ import annotations
 
+import pytest
 from webtest import TestApp
 
 from tests import sample_tasks as t
@@ -14,6 +15,7 @@ from ztq.core.engine.storage import Storage
 Q = "payments"
 
 
+@pytest.mark.slow
 def test_an_operator_sets_and_lifts_a_rate_limit_and_sees_what_waits_on_it(
     operator: TestApp, viewer: TestApp, store: Storage
 ) -> None:

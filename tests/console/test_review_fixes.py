@@ -127,6 +127,7 @@ def test_follow_and_confirm_say_when_they_cover_part_of_a_job(
     assert "3 tasks put back" in follow and "tasks put back 0" not in follow
 
 
+@pytest.mark.slow
 def test_search_pages_show_every_match_once(operator: TestApp, store: Storage) -> None:
     ids = {t.noop.delay(i).id for i in range(2600)}
     url, seen, pages = "/search?state=queued&limit=500", [], 0

@@ -60,6 +60,7 @@ def test_declared_tokens_from_the_environment_and_their_errors(
             main({}, **settings)
 
 
+@pytest.mark.slow
 def test_console_md_makes_a_token_as_shown(settings: dict[str, Any]) -> None:
     """The command of docs/console.md prints a token and its line; the ini block parses."""
     import re

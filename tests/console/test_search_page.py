@@ -64,6 +64,7 @@ def test_a_search_that_stops_early_says_so(
     assert set(ids_shown(page)).isdisjoint(seen)
 
 
+@pytest.mark.slow
 def test_an_error_is_red_only_for_a_task_that_ended_in_error(
     operator: TestApp, store: Storage
 ) -> None:

@@ -45,6 +45,7 @@ def basic(name: str, password: str = PASSWORD) -> dict[str, str]:
     return {"Authorization": f"Basic {token}"}
 
 
+@pytest.mark.slow
 def test_every_route_is_listed_and_needs_a_login(wsgi: Any, anon: TestApp) -> None:
     routes = _routes(wsgi)
     names = {name for name, _ in routes}
@@ -99,6 +100,7 @@ def test_login_logout_and_the_session_cookie(anon: TestApp) -> None:
     assert anon.get("/queues").status_int == 303
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "password"), [("ann", "wrong"), ("nobody", PASSWORD), ("", "")])
 def test_wrong_credentials_do_not_sign_in(anon: TestApp, name: str, password: str) -> None:
     form = anon.get("/login").forms["login"]
@@ -152,6 +154,7 @@ def test_only_the_assets_are_served_under_static(anon: TestApp) -> None:
         assert anon.get(path, expect_errors=True).status_int == 404, path
 
 
+@pytest.mark.slow
 def test_login_needs_the_csrf_token(anon: TestApp) -> None:
     anon.get("/login")
     r = anon.post("/login", {"username": "ann", "password": PASSWORD}, expect_errors=True)
@@ -176,6 +179,7 @@ def test_a_token_from_another_session_is_refused(wsgi: Any, operator: TestApp) -
     assert r.status_int == 400
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("url", "data"), [(u, d) for u, d in POST_ROUTES.items() if u != "/logout"]
 )
@@ -198,6 +202,7 @@ def test_viewers_see_no_action_buttons(viewer: TestApp, store: Storage) -> None:
         assert 'name="action"' not in html and 'name="cmd"' not in html, url
 
 
+@pytest.mark.slow
 def test_basic_auth_on_the_read_only_api(anon: TestApp, store: Storage) -> None:
     for url in ("/api/queues", "/api/workers", "/metrics"):
         assert anon.get(url, headers=basic("vic")).status_int == 200
@@ -215,6 +220,7 @@ def test_basic_auth_on_the_read_only_api(anon: TestApp, store: Storage) -> None:
     assert not store.queues.is_paused("default")
 
 
+@pytest.mark.slow
 def test_a_tampered_or_foreign_session_is_anonymous(
     wsgi: Any, operator: TestApp, settings: dict, user_lines: str
 ) -> None:
@@ -252,6 +258,7 @@ def test_security_headers(operator: TestApp, anon: TestApp) -> None:
     assert anon.get("/static/../console/config.py", expect_errors=True).status_int == 404
 
 
+@pytest.mark.slow
 def test_pages_have_no_inline_script_handlers_or_styles(operator: TestApp, store: Storage) -> None:
     h = t.boom.delay("<b>x</b>")
     scenario.work(store, fail=lambda p: "bad")
@@ -316,6 +323,7 @@ def test_environment_overrides_the_ini(monkeypatch: pytest.MonkeyPatch, redis_ur
     assert login(TestApp(wsgi), "vic", "pw").get("/queues").status_int == 200
 
 
+@pytest.mark.slow
 def test_the_console_healthz_needs_no_login_and_tells_only_ok(settings: dict[str, Any]) -> None:
     r = TestApp(main({}, **settings)).get("/healthz")
     assert r.status_int == 200 and r.json == {"ok": True} and "Set-Cookie" not in r.headers

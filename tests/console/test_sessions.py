@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
 from webtest import TestApp
 
 from tests import sample_tasks as t
@@ -41,6 +42,7 @@ def audit_actions(store: Storage) -> list[str]:
     return [e["action"] for e in streams.stream_page(store, "audit", limit=100).rows]
 
 
+@pytest.mark.slow
 def test_the_cookie_holds_a_random_token_and_redis_holds_the_session(
     wsgi: Any, store: Storage
 ) -> None:
@@ -142,6 +144,7 @@ def _console(settings: dict[str, Any], **changes: str) -> Any:
     return main({}, **{**settings, **changes})
 
 
+@pytest.mark.slow
 def test_changing_or_removing_a_user_in_the_settings_ends_their_sessions(
     settings: dict[str, Any], store: Storage
 ) -> None:
@@ -203,6 +206,7 @@ def test_operators_see_every_session_and_end_one(wsgi: Any, store: Storage) -> N
     assert entry["user"] == "ann" and entry["detail"] == "vic from 203.0.113.9 (password)"
 
 
+@pytest.mark.slow
 def test_viewers_see_and_end_only_their_own_sessions(wsgi: Any) -> None:
     ann = login(TestApp(wsgi), "ann")
     vic_phone = login(TestApp(wsgi, extra_environ={"HTTP_USER_AGENT": "Phone"}), "vic")
@@ -225,6 +229,7 @@ def test_ending_a_session_needs_the_csrf_token(wsgi: Any) -> None:
     assert r.status_int == 400 and signed_in(vic)
 
 
+@pytest.mark.slow
 def test_a_session_cookie_with_redis_down_gives_503_not_500(
     settings: dict[str, Any], wsgi: Any
 ) -> None:

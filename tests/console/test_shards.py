@@ -4,6 +4,7 @@ them."""
 
 from __future__ import annotations
 
+import pytest
 from webtest import TestApp
 
 from tests import sample_tasks as t
@@ -38,6 +39,7 @@ def test_the_queues_page_shows_one_queue_with_its_shards(viewer: TestApp, store:
     assert (q["running"], q["errors"]) == (20, 12)
 
 
+@pytest.mark.slow
 def test_a_sharded_queue_lists_its_shards_and_each_has_a_page(
     viewer: TestApp, store: Storage
 ) -> None:
@@ -82,6 +84,7 @@ def test_actions_on_a_sharded_queue_reach_every_shard(operator: TestApp, store: 
     assert sum(s.errors for s in monitor.queue_stats(store, SHARDS)) == 0
 
 
+@pytest.mark.slow
 def test_an_operator_sets_and_lifts_a_queue_running_limit(
     operator: TestApp, viewer: TestApp, store: Storage
 ) -> None:

@@ -68,6 +68,7 @@ def test_viewers_by_group_cannot_operate(sso_wsgi: Any) -> None:
     assert r.status_int == 403
 
 
+@pytest.mark.slow
 def test_a_role_change_in_the_groups_rotates_the_session(sso_wsgi: Any) -> None:
     app = via_proxy(sso_wsgi, "erin", "staff")
     app.get("/workers")
@@ -92,6 +93,7 @@ def test_the_header_from_another_address_is_refused(sso_wsgi: Any, store: Storag
     assert login(direct, "ann").get("/workers").status_int == 200
 
 
+@pytest.mark.slow
 def test_an_sso_session_cookie_is_worthless_without_the_proxys_header(sso_wsgi: Any) -> None:
     app = via_proxy(sso_wsgi, "carol", "ops")
     app.get("/workers")
@@ -110,6 +112,7 @@ def test_x_forwarded_for_counts_only_from_a_trusted_proxy(sso_wsgi: Any, store: 
     assert audit(store)[0]["detail"] == "password, from 192.0.2.66"  # made up: ignored
 
 
+@pytest.mark.slow
 def test_login_throttling_counts_the_forwarded_client_not_the_proxy(sso_wsgi: Any) -> None:
     """Behind a proxy every client shares its address: locking it would lock everyone."""
     guesser = {"REMOTE_ADDR": PROXY, "HTTP_X_FORWARDED_FOR": "198.51.100.1"}
@@ -145,6 +148,7 @@ def _get(url: str, headers: dict[str, str]) -> tuple[int, str]:
         return exc.code, exc.read().decode()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("live", ["192.0.2.10"], indirect=True)
 def test_a_forged_header_over_real_http_from_a_non_proxy_is_refused(live: str) -> None:
     status, body = _get(live + "/workers", {"X-Forwarded-User": "ann", "X-Forwarded-Groups": "ops"})
@@ -194,6 +198,7 @@ def test_scripts_through_the_proxy_open_no_sessions(sso_wsgi: Any, store: Storag
     assert not [e for e in audit(store) if e["action"] == "signed in"]
 
 
+@pytest.mark.slow
 def test_an_sso_user_named_like_a_password_user_is_another_identity(
     sso_wsgi: Any, store: Storage
 ) -> None:

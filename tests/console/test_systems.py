@@ -70,6 +70,7 @@ def audit_entries(storage: Storage) -> list[dict[str, str]]:
     return [fields for _, fields in storage.client.xrange(storage.keys.audit)]
 
 
+@pytest.mark.slow
 def test_each_page_shows_the_system_its_url_names(two: Two, op: TestApp) -> None:
     eu = op.get("/errors")
     us = op.get("/s/us/errors")
@@ -93,6 +94,7 @@ def test_each_page_shows_the_system_its_url_names(two: Two, op: TestApp) -> None
     assert "us · " in page.html.select_one("footer").text
 
 
+@pytest.mark.slow
 def test_the_switch_in_the_nav_names_every_system_and_keeps_the_page(two: Two, op: TestApp) -> None:
     page = op.get("/s/us/errors")
     switch = page.html.select_one("details#systems")
@@ -109,6 +111,7 @@ def test_the_switch_in_the_nav_names_every_system_and_keeps_the_page(two: Two, o
     assert "beta" in op.get(links["us"]).text
 
 
+@pytest.mark.slow
 def test_an_action_in_one_system_changes_it_and_not_the_other(two: Two, op: TestApp) -> None:
     redo = two.us_errors[0]
     r = post(op, "/s/us/tasks", {"action": "redo", "task": f"beta:{redo}", "next": "/s/us/errors"})
@@ -183,6 +186,7 @@ def test_the_overview_lists_every_system_with_its_health(two: Two, op: TestApp) 
     assert op.get("/s/us/systems").html.select_one("tr.current strong").text == "us"
 
 
+@pytest.mark.slow
 def test_a_system_that_is_down_fails_its_own_pages_only(
     two: Two, op: TestApp, settings: dict[str, Any]
 ) -> None:

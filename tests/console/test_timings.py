@@ -8,6 +8,7 @@ import math
 import re
 from pathlib import Path
 
+import pytest
 from webtest import TestApp
 
 from tests.core.test_timings import _run
@@ -45,6 +46,7 @@ def test_api_queues_carries_the_percentiles(operator: TestApp, store: Storage) -
     assert 200 < q["wait_ms"]["p50"] < 450 and 60_000 < q["run_ms"]["p99"] < 130_000
 
 
+@pytest.mark.slow
 def test_metrics_expose_counters_and_histograms(operator: TestApp, store: Storage) -> None:
     _busy(store)
     text = operator.get("/metrics").text

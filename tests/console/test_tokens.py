@@ -33,6 +33,7 @@ def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
+@pytest.mark.slow
 def test_the_cli_creates_a_token_shown_once_and_stored_hashed(
     redis_url: str, anon: TestApp, store: Storage
 ) -> None:
@@ -66,6 +67,7 @@ def test_a_wrong_revoked_or_expired_token_gets_401(anon: TestApp, store: Storage
     assert check_token(store, token) is None
 
 
+@pytest.mark.slow
 def test_revoking_from_the_cli_and_from_the_console(
     redis_url: str, operator: TestApp, anon: TestApp, store: Storage
 ) -> None:
@@ -104,6 +106,7 @@ def test_bad_token_requests_are_refused_clearly(store: Storage) -> None:
         create_token(store, "  ", "viewer", 1)
 
 
+@pytest.mark.slow
 def test_the_cli_says_what_is_wrong(redis_url: str) -> None:
     bad = ztq_cli(redis_url, "token", "create", "x", "--days", "1000")
     assert bad.returncode == 2 and "at most 366 days" in bad.stderr and not bad.stdout

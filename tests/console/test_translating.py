@@ -39,6 +39,7 @@ def without_dates(pot: Path) -> str:
     return re.sub(r'"POT-Creation-Date: [^"]*"\n', "", pot.read_text("utf-8"))
 
 
+@pytest.mark.slow
 def test_the_pages_commands_add_a_language(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ignore = shutil.ignore_patterns("__pycache__", "*.mo")
     for name in ("console", "templates"):

@@ -31,6 +31,7 @@ def batch_of(page: TestApp) -> str:
     return str(page.request.params["batch"])
 
 
+@pytest.mark.slow
 def test_deleted_errors_can_be_restored_whole_or_one_by_one(
     operator: TestApp, store: Storage
 ) -> None:
@@ -97,6 +98,7 @@ def test_the_trash_is_bounded(
     assert all(ztq.ping(i) == "none" for i in ids[:5])
 
 
+@pytest.mark.slow
 def test_a_restore_leaves_an_id_that_came_back(operator: TestApp, store: Storage) -> None:
     [tid] = failed(store, 1, "again")
     batch = batch_of(delete(operator, [tid]))
@@ -108,6 +110,7 @@ def test_a_restore_leaves_an_id_that_came_back(operator: TestApp, store: Storage
     scenario.work(store)
 
 
+@pytest.mark.slow
 def test_restore_needs_an_operator_a_token_and_a_real_batch(
     operator: TestApp, viewer: TestApp, store: Storage
 ) -> None:

@@ -4,6 +4,7 @@ needed), and Restore returns to the delete it came from."""
 
 from __future__ import annotations
 
+import pytest
 from webtest import TestApp
 
 import ztq.core as ztq
@@ -28,6 +29,7 @@ def test_the_delete_confirmation_shows_task_arguments_and_error(
     assert "ValueError: smtp refused 1" in text and all(i in text for i in ids)
 
 
+@pytest.mark.slow
 def test_the_trash_shows_arguments(operator: TestApp, store: Storage) -> None:
     ids = failed(store, 1, "quota")
     page = delete(operator, ids)
@@ -35,6 +37,7 @@ def test_the_trash_shows_arguments(operator: TestApp, store: Storage) -> None:
     assert 'boom("quota 0")' in text and "ValueError: quota 0" in text
 
 
+@pytest.mark.slow
 def test_the_trash_is_searched_by_name_id_and_error_and_paged(
     operator: TestApp, store: Storage
 ) -> None:
@@ -65,6 +68,7 @@ def test_the_trash_is_searched_by_name_id_and_error_and_paged(
     assert "No deleted task matches" in operator.get("/trash", {"q": "nothing-like-it"}).text
 
 
+@pytest.mark.slow
 def test_restore_returns_to_the_delete_it_came_from(operator: TestApp, store: Storage) -> None:
     first = failed(store, 2, "one")
     batch = batch_of(delete(operator, first))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from webtest import TestApp
 
 from tests import sample_tasks as t
@@ -43,6 +44,7 @@ def test_the_failed_share_reads_over_the_last_15_minutes(operator: TestApp, stor
     assert share.startswith("0%") and "0 of 840" in share, share
 
 
+@pytest.mark.slow
 def test_a_paused_workers_threads_are_marked(operator: TestApp, store: Storage) -> None:
     t.add.delay(1, 1)
     scenario.heartbeat(store, "w-run", threads={"default": 2})
@@ -57,6 +59,7 @@ def test_a_paused_workers_threads_are_marked(operator: TestApp, store: Storage) 
     assert cell(operator.get("/"), "default", "Live threads") == "5"
 
 
+@pytest.mark.slow
 def test_a_paused_queue_says_its_tasks_wait_for_the_pause(
     operator: TestApp, store: Storage
 ) -> None:
@@ -69,6 +72,7 @@ def test_a_paused_queue_says_its_tasks_wait_for_the_pause(
     assert "queue paused" not in operator.get("/queues/default").text
 
 
+@pytest.mark.slow
 def test_a_rate_limit_shows_the_time_it_implies_for_the_waiting_count(
     operator: TestApp, store: Storage
 ) -> None:

@@ -89,6 +89,7 @@ def rendered(console: test_browser_phone.Console, store: Storage) -> dict[str, l
             for n, (name, text) in enumerate(html.items())}  # fmt: skip
 
 
+@pytest.mark.slow
 def test_every_page_says_in_chinese_what_the_dict_said(
     console: test_browser_phone.Console, store: Storage
 ) -> None:

@@ -42,6 +42,7 @@ def box(redis_url: str, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
         log.close()
 
 
+@pytest.mark.slow
 def test_a_real_worker_as_ztqs_operators_saw_it(
     operator: TestApp, store: Storage, box: subprocess.Popen[bytes]
 ) -> None:
@@ -86,6 +87,7 @@ def test_a_real_worker_as_ztqs_operators_saw_it(
     assert all(e.get("ip") == data["ip"] for e in own)
 
 
+@pytest.mark.slow
 def test_history_shows_the_comment_a_run_reported(
     operator: TestApp, store: Storage, box: subprocess.Popen[bytes]
 ) -> None:
@@ -132,6 +134,7 @@ def test_a_fleet_bigger_than_what_is_read_is_named_in_part(store: Storage) -> No
     assert not serving(store).partial and len(serving(store).workers["mail"]) == 6
 
 
+@pytest.mark.slow
 def test_worker_log_and_history_show_the_ip(operator: TestApp, store: Storage) -> None:
     write_heartbeat(store, "box-2", heartbeat("box-2", {"default": 1}))
     log_event(store, "start", "box-2", "pid 7 serving default")
@@ -165,6 +168,7 @@ def test_history_shows_a_comment_escaped_where_the_entry_has_one(
     assert "&lt;b&gt;a.doc&lt;/b&gt; page 3" in html and "<b>a.doc" not in html
 
 
+@pytest.mark.slow
 def test_errors_without_a_traceback_are_unknown_and_grouped_by_what_happened(
     operator: TestApp, store: Storage
 ) -> None:

@@ -206,6 +206,7 @@ def test_reminders_every_repeat_minutes(store: Storage) -> None:
         assert [w for w, _ in a.evaluate(now + 121).sent] == ["reminder"]
 
 
+@pytest.mark.slow
 def test_two_evaluators_racing_send_each_message_once(store: Storage) -> None:
     """No lock here: the script's reservations alone keep the evaluators from sending twice."""
     t.add.enqueue((1, 1))
@@ -246,6 +247,7 @@ def test_the_round_lock_lets_one_evaluator_work(store: Storage) -> None:
 
 
 # -- a webhook that is down or slow ------------------------------------------------------------
+@pytest.mark.slow
 def test_a_webhook_that_is_down_is_recorded_and_tried_again_next_round(
     store: Storage, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -292,6 +294,7 @@ def test_an_alert_that_clears_before_its_message_got_through_sends_nothing(
         assert hook.drain() == []
 
 
+@pytest.mark.slow
 def test_server_errors_are_retried_client_errors_are_not(store: Storage) -> None:
     t.add.enqueue((1, 1))
     with Receiver(status=503) as hook:
@@ -304,6 +307,7 @@ def test_server_errors_are_retried_client_errors_are_not(store: Storage) -> None
         assert len(hook.drain()) == 1
 
 
+@pytest.mark.slow
 def test_a_slow_webhook_costs_a_bounded_time(store: Storage) -> None:
     t.add.enqueue((1, 1))
     with Receiver(hold=30) as hook:

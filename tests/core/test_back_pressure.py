@@ -52,6 +52,7 @@ def test_raise_refuses_at_the_call_and_writes_nothing(storage: Storage) -> None:
     assert {h.id for h in first} <= {x.id for x in lease} | {first[1].id}
 
 
+@pytest.mark.slow
 def test_block_waits_for_the_room_a_fetch_makes(storage: Storage) -> None:
     ztq.configure_queue(Q, max_pending=1, when_full="block", block_timeout=20)
     add(0)
@@ -80,6 +81,7 @@ def test_block_waits_for_the_room_a_fetch_makes(storage: Storage) -> None:
     assert storage.client.llen(storage.keys.room(Q)) == 0  # the token was taken
 
 
+@pytest.mark.slow
 def test_block_gives_up_after_block_timeout(storage: Storage) -> None:
     ztq.configure_queue(Q, max_pending=1, when_full="block", block_timeout=0.4)
     add(0)
@@ -90,6 +92,7 @@ def test_block_gives_up_after_block_timeout(storage: Storage) -> None:
     assert storage.queues.pending_count(Q) == 1
 
 
+@pytest.mark.slow
 def test_buffer_never_waits_and_feeds_the_queue_in_order(storage: Storage) -> None:
     ztq.configure_queue(Q, max_pending=3, when_full="buffer")
     started = time.monotonic()
@@ -183,6 +186,7 @@ def test_a_cron_tick_that_finds_its_queue_full_is_not_fired_and_the_others_are(
     assert storage.queues.pending_count(Q) == 1
 
 
+@pytest.mark.slow
 def test_asyncio_producers_meet_the_same_limit(storage: Storage) -> None:
     ztq.configure_queue(Q, max_pending=1, when_full="block", block_timeout=0.3)
 

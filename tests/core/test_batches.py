@@ -218,6 +218,7 @@ def test_a_batch_inside_a_batch_block_is_refused(storage: Storage) -> None:
         pass
 
 
+@pytest.mark.slow
 def test_a_reader_never_sees_a_batch_half_made(storage: Storage) -> None:
     """On a single Redis the record and every member are one MULTI/EXEC: a reader that
     finds the record finds all its members (on Cluster the record comes first: documented)."""

@@ -21,6 +21,7 @@ def held(storage: Storage, name: str) -> int:
     return int(storage.client.xlen(storage.keys.messages(name)))
 
 
+@pytest.mark.slow
 def test_every_subscriber_reads_every_message_and_acks_trim(storage: Storage) -> None:
     orders = ztq.channel("orders")
     assert orders.publish({"n": -1}) is None  # nobody subscribes: dropped, not kept
@@ -142,6 +143,7 @@ def test_a_reader_takes_over_what_a_dead_reader_left(storage: Storage) -> None:
     assert held(storage, "jobs") == 0
 
 
+@pytest.mark.slow
 def test_a_file_reaches_every_subscriber_whole(storage: Storage, tmp_path: Path) -> None:
     data = os.urandom(1_000_003)
     (tmp_path / "blob.bin").write_bytes(data)

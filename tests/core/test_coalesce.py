@@ -111,6 +111,7 @@ def ready_args(storage: Storage, queue: str) -> list[list[Any]]:
     return out
 
 
+@pytest.mark.slow
 def test_callers_in_one_batch_get_their_own_reply_or_error(
     storage: Storage, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -191,6 +192,7 @@ def test_a_batch_is_one_script_call_per_queue(
     client.close()
 
 
+@pytest.mark.slow
 def test_each_threads_enqueues_keep_their_order_under_load(storage: Storage) -> None:
     """8 threads, 150 enqueues each, no worker: calls are coalesced (more than one batch of
     several), and each thread's tasks are in the queue in the order it made them."""
@@ -213,6 +215,7 @@ def test_each_threads_enqueues_keep_their_order_under_load(storage: Storage) -> 
     assert shared.batches > before
 
 
+@pytest.mark.slow
 def test_a_transaction_is_not_split_by_coalesced_callers(storage: Storage) -> None:
     """While 6 threads enqueue one by one (coalesced), transactions of 5 tasks are written
     as one script call each: their tasks sit together in the queue, and a transaction left

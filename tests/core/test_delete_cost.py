@@ -92,6 +92,7 @@ def test_a_leftover_is_skipped_by_counts_pages_and_fetches(storage: Storage) -> 
     assert storage.client.hgetall(storage.keys.tasks(Q)).keys() == set(taken)  # no marks left
 
 
+@pytest.mark.slow
 def test_a_page_behind_many_leftovers_is_partial_not_slow(storage: Storage) -> None:
     ids = fill(storage, 1500)
     assert storage.tasks.remove(Q, ids[:1300]) == (1300, 1300)

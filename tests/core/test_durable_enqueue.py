@@ -53,6 +53,7 @@ def _app(url: str, **kw: Any) -> tuple[App, Any]:
     return app, send
 
 
+@pytest.mark.slow
 def test_an_enqueue_returns_once_the_replica_has_it(pair: tuple[RedisProcess, ...]) -> None:
     master, replica = pair
     app, send = _app(master.url, replicas=1)
@@ -67,6 +68,7 @@ def test_an_enqueue_returns_once_the_replica_has_it(pair: tuple[RedisProcess, ..
     app.connections.close_all()
 
 
+@pytest.mark.slow
 def test_a_silent_replica_makes_the_enqueue_raise_and_retrying_is_safe(
     pair: tuple[RedisProcess, ...],
 ) -> None:
@@ -156,6 +158,7 @@ def test_asyncio_enqueues_wait_for_replicas_too(pair: tuple[RedisProcess, ...]) 
     app.connections.close_all()
 
 
+@pytest.mark.slow
 def test_the_example_of_docs_app_md_runs(pair: tuple[RedisProcess, ...], monkeypatch: Any) -> None:
     from tests.test_doc_examples import code_blocks
 

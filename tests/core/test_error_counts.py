@@ -58,6 +58,7 @@ def counted(st: Storage, queue: str = Q) -> tuple[dict[str, int], dict[str, int]
     return ({k: v.count for k, v in c.groups.items()}, {k: v.count for k, v in c.kinds.items()})
 
 
+@pytest.mark.slow
 def test_every_move_keeps_the_counters_exact(storage: Storage) -> None:
     ids = fail_all(storage, CASES * 3)
     assert counted(storage) == recount(storage)
@@ -83,6 +84,7 @@ def test_every_move_keeps_the_counters_exact(storage: Storage) -> None:
     assert storage.client.hget(storage.keys.tasks(Q), "#egs") is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("step", [1, 3, 1000])
 def test_a_list_written_before_the_counters_is_counted_once(storage: Storage, step: int) -> None:
     ids = fail_all(storage, CASES * 2)
@@ -100,6 +102,7 @@ def test_a_list_written_before_the_counters_is_counted_once(storage: Storage, st
     assert counted(storage) == recount(storage)
 
 
+@pytest.mark.slow
 def test_moves_during_the_rebuild_count_once(storage: Storage) -> None:
     ids = fail_all(storage, CASES * 2)
     tasks = storage.keys.tasks(Q)

@@ -178,6 +178,7 @@ def test_an_enqueue_replaces_a_waiting_copy_whose_expiry_passed(storage: Storage
     assert storage.leases.fetch(Q, "w1", "t", 60_000, 5) == []  # its old entry was a leftover
 
 
+@pytest.mark.slow
 def test_a_fetch_sweeps_expired_records_no_ack_would(storage: Storage) -> None:
     """Tasks that all expire are ended by fetches, and no ack comes to sweep their records:
     fetches do, once their result TTL passed."""

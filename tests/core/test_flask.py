@@ -47,6 +47,7 @@ def state(shop: dict[str, Any], order_id: int) -> str:
     return shop["tasks"].ping(call.resolve_id(), "mail")
 
 
+@pytest.mark.slow
 def test_a_view_sends_after_commit_and_never_without_one(shop: dict[str, Any]) -> None:
     client = shop["web"].test_client()
     assert client.post("/orders/tea").json == {"order": 1}

@@ -123,6 +123,7 @@ def test_a_demoted_masters_readonly_drops_the_held_connection(server: RedisProce
     assert HELD.connection(pool) is held and held_id() != first  # connected afresh
 
 
+@pytest.mark.slow
 def test_a_forked_child_does_not_share_its_parents_connection(server: RedisProcess) -> None:
     """Parent and child enqueue at once: on one shared socket their replies would cross."""
     t.add.delay(0, 0)

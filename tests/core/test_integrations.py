@@ -91,6 +91,7 @@ def django_db() -> None:
         django.setup()
 
 
+@pytest.mark.slow
 def test_django_enqueues_when_the_transaction_commits(shop: App, redis_url: str, django_db) -> None:
     from django.db import transaction
 
@@ -127,6 +128,7 @@ def test_integrations_md_django_example_runs(shop: App, redis_url: str, django_d
     assert shop.ping(module.send_receipt.prepare((42,)).resolve_id(), "mail") == "queued"
 
 
+@pytest.mark.slow
 def test_integrations_md_fastapi_example(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The FastAPI example as written, with FastAPI's TestClient, a worker draining between."""
     import re

@@ -46,7 +46,7 @@ KEYS = ("k0", "k1", "k2")
 LEVELS = ("high", "normal", "low")
 THREADS = (("w1", "A"), ("w1", "B"), ("w2", "A"))
 EXAMPLES = int(os.environ.get("ZTQ_MODEL_EXAMPLES", "150"))
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]  # model-based: minutes per backend
 STATS: dict[str, int] = {}
 
 

@@ -64,6 +64,7 @@ def test_a_keyed_task_with_its_own_rate_limit_is_refused_not_ignored(storage: St
     assert storage.queues.pending_count("own-rate") == 1
 
 
+@pytest.mark.slow
 def test_keys_take_turns_a_small_key_is_not_behind_a_big_one(storage: Storage) -> None:
     for i in range(50):
         send_mail.enqueue(("big", i), key_concurrency=None)
@@ -80,6 +81,7 @@ def test_keys_take_turns_a_small_key_is_not_behind_a_big_one(storage: Storage) -
     assert storage.queues.pending_count(Q) == 54 - 8
 
 
+@pytest.mark.slow
 def test_a_key_at_its_limit_does_not_hold_up_the_others(storage: Storage) -> None:
     for i in range(5):
         send_mail.delay("a", i)  # at most 2 of "a" at once
@@ -135,6 +137,7 @@ def test_dedup_delete_first_and_expiry_keep_their_meaning(storage: Storage) -> N
     assert storage.queues.pending_count(Q) == 0
 
 
+@pytest.mark.slow
 def test_a_per_key_rate_takes_the_tokens_there_are_and_names_the_next(storage: Storage) -> None:
     for i in range(4):
         call_api.delay("x", i)  # 5/s per key: one token each 200 ms
@@ -155,6 +158,7 @@ def test_a_per_key_rate_takes_the_tokens_there_are_and_names_the_next(storage: S
     assert storage.queues.pending_count(Q) == 4  # the throttled ones wait, never failed
 
 
+@pytest.mark.slow
 def test_a_per_key_rate_holds_over_every_window(storage: Storage) -> None:
     for i in range(40):
         call_api.delay("x", i)
@@ -179,6 +183,7 @@ def test_a_per_key_rate_holds_over_every_window(storage: Storage) -> None:
             assert sum(1 for t in times[i:] if t - s < 1000) <= 5 + 1
 
 
+@pytest.mark.slow
 def test_the_doc_example_runs_as_it_says(
     storage: Storage, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -206,6 +211,7 @@ def test_a_queue_with_keyed_tasks_is_not_forgotten(storage: Storage) -> None:
     assert not [k for k in storage.client.scan_iter(match=f"ztq:{{{Q}}}:k:[!r]*")]
 
 
+@pytest.mark.slow
 def test_an_executor_that_took_other_work_leaves_a_keys_next_token(storage: Storage) -> None:
     from tests.key_tasks import slow_api
 
@@ -220,6 +226,7 @@ def test_an_executor_that_took_other_work_leaves_a_keys_next_token(storage: Stor
     assert 0 < (storage.leases.fetch_throttled(reply) or 0) <= 60  # w3 registers in its place
 
 
+@pytest.mark.slow
 def test_delays_retries_and_the_pending_limit_keep_their_meaning(storage: Storage) -> None:
     h = send_mail.enqueue(("a", 1), delay=0.05)  # delayed, then its key's turn
     send_mail.delay("b", 1)

@@ -85,6 +85,7 @@ def test_on_redis_7_enqueue_runs_as_a_function(
     assert calls_of(admin, "evalsha") == 0 and no_evalsha == []
 
 
+@pytest.mark.slow
 def test_a_flushed_library_is_loaded_again_and_the_calls_sent_again(
     on_redis_7: redis.Redis, no_evalsha: list[str]
 ) -> None:
@@ -129,6 +130,7 @@ def test_a_user_denied_functions_enqueues_by_sha(redis_url: str) -> None:
         admin.close()
 
 
+@pytest.mark.slow
 def test_on_redis_62_enqueue_runs_the_script_by_sha(
     on_redis_62: redis.Redis, no_evalsha: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -173,6 +175,7 @@ def test_a_dropped_connection_falls_back_to_redis_pys_path(
     assert no_evalsha == [SCRIPTS.sha["enqueue"]] and not failures  # then packed again
 
 
+@pytest.mark.slow
 def test_the_worker_scripts_run_as_functions_and_frame_nothing_kept(
     on_redis_7: redis.Redis, no_evalsha: list[str]
 ) -> None:

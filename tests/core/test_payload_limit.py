@@ -16,6 +16,7 @@ from ztq.core.errors import ConfigError, PayloadError
 MB = 1024 * 1024
 
 
+@pytest.mark.slow
 def test_a_payload_over_max_payload_is_refused_and_nothing_is_written(redis_url: str) -> None:
     storage = ztq.get_storage()
     before = storage.client.dbsize()

@@ -56,6 +56,7 @@ def stored(proc: RedisProcess) -> dict[str, Any]:
     return out
 
 
+@pytest.mark.slow
 def test_a_full_redis_is_redis_full_for_every_way_of_enqueueing(
     server: RedisProcess, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -114,6 +115,7 @@ def test_a_replica_is_redis_read_only(server: RedisProcess) -> None:
         admin.close()
 
 
+@pytest.mark.slow
 def test_an_unreachable_redis_is_redis_unreachable() -> None:
     other = ztq.App("nowhere", redis_url=f"redis://127.0.0.1:{free_port()}/0", prefix="pf")
     fn = other.task(queue="pf", name="tests.nowhere")(lambda: None)
@@ -125,6 +127,7 @@ def test_an_unreachable_redis_is_redis_unreachable() -> None:
     other.disconnect_all()
 
 
+@pytest.mark.slow
 def test_redis_killed_while_16_threads_enqueue(server: RedisProcess) -> None:
     """Every call either returned a handle whose task is there once Redis is back (it
     writes each command to its append-only file before answering), or raised its own

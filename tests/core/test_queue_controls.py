@@ -29,6 +29,7 @@ def wake_tokens(storage: Storage) -> int:
     return int(storage.client.llen(storage.keys.wake(Q)))
 
 
+@pytest.mark.slow
 def test_a_fetch_takes_no_more_than_the_limit_leaves(storage: Storage) -> None:
     fill(6)
     ztq.configure_queue(Q, max_running=2)
@@ -117,6 +118,7 @@ def doc_blocks(language: str) -> list[str]:
     return re.findall(rf"^```{language}\n(.*?)^```", text, re.S | re.M)
 
 
+@pytest.mark.slow
 def test_the_doc_examples_run_as_they_say(
     storage: Storage, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -67,6 +67,7 @@ def tls_server(tmp_path: Path) -> Iterator[int]:
     thread.join(5)
 
 
+@pytest.mark.slow
 def test_rediss_against_a_plain_redis_says_so_within_the_connect_timeout(redis_url: str) -> None:
     port = redis_url.split(":")[2].split("/")[0]
     started = time.monotonic()
@@ -77,6 +78,7 @@ def test_rediss_against_a_plain_redis_says_so_within_the_connect_timeout(redis_u
     assert f"use redis://127.0.0.1:{port}/" in str(info.value)
 
 
+@pytest.mark.slow
 def test_redis_against_a_tls_server_says_so_within_the_connect_timeout(tls_server: int) -> None:
     started = time.monotonic()
     with pytest.raises(ConfigError) as info:
@@ -86,6 +88,7 @@ def test_redis_against_a_tls_server_says_so_within_the_connect_timeout(tls_serve
     assert f"use rediss://127.0.0.1:{tls_server}/" in str(info.value)
 
 
+@pytest.mark.slow
 def test_the_ztq_command_says_it_in_one_line_and_exits_2(
     tls_server: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -106,6 +109,7 @@ def password_redis() -> Iterator[RedisProcess]:
         server.stop()
 
 
+@pytest.mark.slow
 def test_authentication_errors_say_what_to_set(password_redis: RedisProcess) -> None:
     port = password_redis.port
     try:

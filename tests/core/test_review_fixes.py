@@ -131,6 +131,7 @@ def test_an_async_connection_error_is_retried_on_the_pipeline(
     assert calls and ready(storage) == [task_id]
 
 
+@pytest.mark.slow
 def test_restoring_a_whole_batch_skips_the_ids_that_came_back(storage: Storage) -> None:
     ids = [failing.delay(i).id for i in range(30)]
     leases = storage.leases.fetch("tq", "w", "t", 60000, 30)

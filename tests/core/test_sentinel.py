@@ -241,6 +241,7 @@ def test_a_blocked_wait_unblocked_by_a_demotion_is_a_connection_error(
     assert "UNBLOCKED" in str(caught[0])
 
 
+@pytest.mark.slow
 def test_a_worker_whose_master_is_demoted_backs_off_and_carries_on(
     pair: tuple[RedisProcess, RedisProcess],
     tmp_path: Path,
@@ -309,6 +310,7 @@ def sentinel_url(local_sentinel: LocalSentinel) -> Iterator[str]:
     ztq.disconnect_all()
 
 
+@pytest.mark.slow
 def test_enqueue_fetch_ack_through_a_sentinel_url(
     sentinel_url: str, local_sentinel: LocalSentinel
 ) -> None:
@@ -335,6 +337,7 @@ def test_asyncio_producer_through_a_sentinel_url(sentinel_url: str) -> None:
     assert state == "queued" and ztq.ping(task_id) == "queued"
 
 
+@pytest.mark.slow
 def test_worker_cli_and_console_through_a_sentinel_url(
     sentinel_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -367,6 +370,7 @@ def test_worker_cli_and_console_through_a_sentinel_url(
     assert "default" in page.text and "p@ss" not in page.text and "p%40ss" not in page.text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["master", "sentinel"])
 def test_a_wrong_password_is_a_connection_error_that_shows_no_password(
     local_sentinel: LocalSentinel, which: str
@@ -437,6 +441,7 @@ def test_the_doc_producer_runs(sentinel_url: str) -> None:
     assert ztq.ping(task_id) == "queued"
 
 
+@pytest.mark.slow
 def test_the_doc_worker_file_loads_and_its_url_reaches_the_master(
     sentinel_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -452,6 +457,7 @@ def test_the_doc_worker_file_loads_and_its_url_reaches_the_master(
     assert Storage(make_client(load_config(path).redis_url)).ping_server()
 
 
+@pytest.mark.slow
 def test_the_doc_console_ini_serves(
     sentinel_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -475,6 +481,7 @@ def test_the_doc_console_ini_serves(
     assert "sentinel_password=***" in app.get("/").text  # the footer shows it masked
 
 
+@pytest.mark.slow
 def test_the_doc_worker_command_runs(
     sentinel_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

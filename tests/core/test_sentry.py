@@ -65,6 +65,7 @@ def charge(amount: int, note: str) -> None:
     raise ValueError(f"card declined for {amount}")
 
 
+@pytest.mark.slow
 def test_a_failed_run_is_one_event_with_the_task_and_its_frames(app: App, sentry) -> None:  # type: ignore[no-untyped-def]
     hooks = Hooks()
     app.add_middleware(Sentry(max_args=40))
@@ -116,6 +117,7 @@ def test_runs_are_isolated_and_an_unknown_task_is_reported(app: App, sentry) -> 
     assert second["tags"]["ztq.task"] == "shop.gone"
 
 
+@pytest.mark.slow
 def test_integrations_md_sentry_example(redis_url: str, sentry, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """The example as written: the init it makes is given the capturing transport."""
     import re

@@ -32,6 +32,7 @@ def drain(storage: Storage, queues: list[str] | None = None) -> int:
     return worker.drain(queues or ["hot"])
 
 
+@pytest.mark.slow
 def test_a_task_goes_to_the_shard_its_id_hashes_to(storage: Storage) -> None:
     handles = [t.spread.delay(n) for n in range(60)]
     for h in handles:
@@ -67,6 +68,7 @@ def test_dedup_holds_across_shards(storage: Storage) -> None:
     assert asyncio.run(t.spread.adelay(7)).queue == first.queue  # the asyncio producer too
 
 
+@pytest.mark.slow
 def test_every_way_of_finding_a_task_finds_it_in_its_shard(storage: Storage) -> None:
     handles = [t.spread.delay(n) for n in range(12)]
     h = next(h for h in handles if h.queue == "hot~2")
@@ -96,6 +98,7 @@ def test_a_call_option_and_a_callback_keep_their_shard_count(storage: Storage) -
     assert again.shards == 4 and again.enqueue().outcome == "exists"
 
 
+@pytest.mark.slow
 def test_the_read_side_folds_the_shards_into_one_queue(storage: Storage) -> None:
     for n in range(30):
         t.spread.delay(n)

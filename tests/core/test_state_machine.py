@@ -107,7 +107,7 @@ EXAMPLES = int(os.environ.get("ZTQ_MODEL_EXAMPLES", "150"))
 STEPS = 40
 # 150 examples of 40 steps take 1-2 minutes on a quiet 2-core machine and several under the
 # parallel suite's load: a pytest-timeout mid-run shows up as Hypothesis's FlakyStrategyDefinition
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]  # model-based: minutes per backend
 STATS: dict[str, int] = {}  # steps and examples run, per backend (printed by the test)
 
 

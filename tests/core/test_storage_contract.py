@@ -103,6 +103,7 @@ def test_first_moves_a_delayed_task_to_run_now(storage: Storage) -> None:
     assert fetch_all(storage) == [h.id]
 
 
+@pytest.mark.slow
 def test_delayed_task_becomes_ready_when_due(storage: Storage) -> None:
     soon = t.add.enqueue((1, 1), delay=0.3)
     later = t.add.enqueue((2, 2), delay=60)
@@ -116,6 +117,7 @@ def test_delayed_task_becomes_ready_when_due(storage: Storage) -> None:
     assert 50 < storage.tasks.promote("default").wait < 61
 
 
+@pytest.mark.slow
 def test_delayed_moved_exactly_once_by_concurrent_movers(storage: Storage) -> None:
     handles = [t.add.enqueue((i, 0), delay=0.2) for i in range(300)]
     time.sleep(0.25)
@@ -139,6 +141,7 @@ def test_delayed_moved_exactly_once_by_concurrent_movers(storage: Storage) -> No
     assert sorted(got) == sorted(h.id for h in handles)  # each exactly once
 
 
+@pytest.mark.slow
 def test_transaction_is_all_or_nothing(storage: Storage) -> None:
     with pytest.raises(RuntimeError), ztq.transaction():
         t.add.delay(1, 1)
@@ -210,6 +213,7 @@ def test_fail_goes_to_error_queue_and_redo_brings_it_back(storage: Storage) -> N
     assert ztq.ping(h) == "queued" and fetch_all(storage) == [h.id]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("char", ["é", "错", "\U0001f4a5", "Z\u0336"])
 def test_history_summary_is_cut_between_characters(storage: Storage, char: str) -> None:
     """The summary keeps 200 bytes of the error: never half a character (a reader decodes

@@ -65,6 +65,7 @@ def oracle(storage: Storage, lost_after: float = 30.0) -> Fleet:
     return Fleet(counts, dict(sorted(threads.items())), busy, dict(sorted(paused.items())))
 
 
+@pytest.mark.slow
 def test_counts_of_120_workers_in_mixed_states(storage: Storage) -> None:
     shown = populate(storage)
     f = fleet(storage, 30.0)
@@ -102,6 +103,7 @@ def test_a_lost_worker_is_counted_without_reading_its_heartbeat(redis_url: str) 
     assert f.counts == oracle(storage).counts
 
 
+@pytest.mark.slow
 def test_pages_in_name_order_and_by_status(storage: Storage) -> None:
     shown = populate(storage)
     names = sorted(shown)

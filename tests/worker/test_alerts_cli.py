@@ -58,6 +58,7 @@ def test_exit_0_when_nothing_fires_1_when_something_does(
     assert code == 0 and json.loads(out)["firing"] == [] and current(store) == []
 
 
+@pytest.mark.slow
 def test_exit_2_on_bad_settings_or_no_redis(
     capsys: pytest.CaptureFixture[str], redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -73,6 +74,7 @@ def test_exit_2_on_bad_settings_or_no_redis(
     assert run(capsys, "--redis", redis_url)[0] == 0
 
 
+@pytest.mark.slow
 def test_loop_prints_changes_until_sigterm(redis_url: str, store: Storage) -> None:
     argv = [str(Path(sys.executable).with_name("ztq")), "alerts", "--loop", "--every", "0.1",
             "--rule", "no_worker *", "--redis", redis_url]  # fmt: skip
@@ -92,6 +94,7 @@ def test_loop_prints_changes_until_sigterm(redis_url: str, store: Storage) -> No
             proc.wait()
 
 
+@pytest.mark.slow
 def test_the_ini_of_docs_alerts_md_loads_and_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], redis_url: str, store: Storage,
     monkeypatch: pytest.MonkeyPatch,

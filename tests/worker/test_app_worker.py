@@ -52,6 +52,7 @@ def test_a_worker_runs_its_apps_tasks_and_sends_callbacks_through_it(
     assert not th.is_alive()
 
 
+@pytest.mark.slow
 def test_ztq_worker_app_serves_that_app_with_its_prefix(redis_url: str, tmp_path: Path) -> None:
     out = open(tmp_path / "worker.log", "ab")  # noqa: SIM115 - closed below
     args = [
@@ -122,6 +123,7 @@ def test_a_module_with_tasks_on_another_app_is_named_at_start(
     assert "the default app" in warning and "use --app shop_orders:shop" in warning
 
 
+@pytest.mark.slow
 def test_no_warning_when_the_app_served_has_the_modules_tasks(
     redis_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:

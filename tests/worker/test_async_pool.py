@@ -41,6 +41,7 @@ def _fresh_state() -> None:
     async_tasks.reset()
 
 
+@pytest.mark.slow
 def test_one_thread_runs_many_tasks_at_once(start_worker) -> None:
     worker = start_worker({"crawl": 30}, pool="async", **IMPORTS)
     [ex] = worker.executors
@@ -71,6 +72,7 @@ def test_each_run_sees_its_own_task_context(start_worker) -> None:
         assert h.get(timeout=10) == {"url": f"https://example.test/{i}", "task_id": h.id}
 
 
+@pytest.mark.slow
 def test_results_retries_and_a_chain_of_callbacks(start_worker, tmp_path: Path) -> None:
     start_worker({"crawl": 5}, pool="async", **IMPORTS)
     counter = str(tmp_path / "count")
@@ -96,6 +98,7 @@ def test_a_result_json_cannot_encode_is_an_error_naming_the_task(start_worker) -
     assert "tests.async_tasks.unencodable" in str(caught.value)
 
 
+@pytest.mark.slow
 def test_a_timeout_cancels_the_coroutine_and_the_loop_goes_on(start_worker) -> None:
     start_worker({"crawl": 3}, pool="async", **IMPORTS)
     slow = hang.enqueue(("late",), timeout=0.3)
@@ -108,6 +111,7 @@ def test_a_timeout_cancels_the_coroutine_and_the_loop_goes_on(start_worker) -> N
     assert [h.get(timeout=10) for h in quick] == ["rested"] * 5
 
 
+@pytest.mark.slow
 def test_an_operator_kills_one_run_of_many(start_worker, tmp_path: Path) -> None:
     worker = start_worker({"crawl": 10}, pool="async", grace=0.5, **IMPORTS)  # t2 hangs on
     storage = ztq.get_storage()
@@ -158,6 +162,7 @@ def test_progress_is_stored_without_blocking_and_its_callback_runs(
         assert got.get(timeout=10) == {"args": ["progress"], "kwargs": call.kwargs}
 
 
+@pytest.mark.slow
 def test_a_run_longer_than_the_lease_keeps_it(start_worker) -> None:
     worker = start_worker({"crawl": 2}, pool="async", lease=1.0, heartbeat=0.2, **IMPORTS)
     h = nap.delay(1.6)  # past the lease: only renewals from the main thread keep it
@@ -249,6 +254,7 @@ def test_drain_and_eager_mode_run_async_tasks(redis_url: str) -> None:
         app.disconnect_all()
 
 
+@pytest.mark.slow
 def test_concurrent_runs_each_carry_their_own_trace_span(start_worker, redis_url: str) -> None:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -293,6 +299,7 @@ def test_concurrent_runs_each_carry_their_own_trace_span(start_worker, redis_url
     assert max(s.start_time for s in fetches.values()) < min(s.end_time for s in fetches.values())
 
 
+@pytest.mark.slow
 def test_a_run_that_swallowed_its_timeout_can_still_be_killed(start_worker) -> None:
     from tests.async_tasks import stubborn
 
@@ -327,6 +334,7 @@ def test_set_threads_to_zero_and_back_keeps_the_pool_async(start_worker) -> None
     assert fetch.delay("back").get(timeout=10)["url"] == "back"  # an async def, so async
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pool", ["thread", "async"])
 def test_an_ack_redis_refuses_is_kept_and_sent_later(
     start_worker, pool: str, tmp_path: Path, caplog: pytest.LogCaptureFixture

@@ -105,6 +105,7 @@ def test_asyncio_md_example_runs(redis_url: str, monkeypatch: pytest.MonkeyPatch
         app.disconnect_all()  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 def test_asyncio_md_async_task_example_runs_in_an_async_pool(
     redis_url: str, monkeypatch: pytest.MonkeyPatch, start_worker
 ) -> None:

@@ -21,6 +21,8 @@ from ztq.core.engine.workers import autoscale_of, get_worker, send_command
 from ztq.core.monitor import queues as monitor
 from ztq.core.monitor import streams
 
+pytestmark = pytest.mark.slow  # real worker processes
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 SLEEPY = "tests.sample_tasks.sleepy"

@@ -41,6 +41,7 @@ def made(redis_url: str) -> tuple[ztq.Batch, list[ztq.TaskHandle]]:
     return b, hs
 
 
+@pytest.mark.slow
 def test_batch_list_one_batch_and_info(
     made: tuple[ztq.Batch, list[ztq.TaskHandle]], redis_url: str,
     capsys: pytest.CaptureFixture[str],

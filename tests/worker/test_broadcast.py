@@ -78,6 +78,7 @@ def test_a_worker_asked_to_catch_up_runs_what_was_sent_before_it_started(
     assert not old.runs()[0].expected  # it was not live when the broadcast went out
 
 
+@pytest.mark.slow
 def test_the_worker_setting_broadcast_catch_up_asks_it_of_a_worker(
     start_worker: Callable[..., Worker], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -125,6 +126,7 @@ def test_a_broadcast_run_goes_through_the_apps_run_hooks(
         ztq.default_app().middleware.remove(spy)
 
 
+@pytest.mark.slow
 def test_a_paused_worker_holds_broadcasts_until_it_resumes(
     start_worker: Callable[..., Worker], tmp_path: Path
 ) -> None:
@@ -140,6 +142,7 @@ def test_a_paused_worker_holds_broadcasts_until_it_resumes(
     assert [r.state for r in h.wait(timeout=60)] == ["done", "done"]
 
 
+@pytest.mark.slow
 def test_a_paused_queue_holds_its_broadcasts(
     start_worker: Callable[..., Worker], tmp_path: Path
 ) -> None:
@@ -152,6 +155,7 @@ def test_a_paused_queue_holds_its_broadcasts(
     assert [r.state for r in h.wait(timeout=60)] == ["done"]
 
 
+@pytest.mark.slow
 def test_a_stopped_worker_leaves_and_a_dead_one_is_reported_lost(
     start_worker: Callable[..., Worker], tmp_path: Path
 ) -> None:
@@ -202,6 +206,8 @@ def test_a_subscribed_task_runs_once_per_message(
         assert orders.publish({"order": i, "out": str(out)})
     wait_for(lambda: len(lines(out)) == 20)
     assert sorted(json.loads(x)["order"] for x in lines(out)) == list(range(20))
+    # the last line is written before its run ends and the message is acknowledged
+    wait_for(lambda: [s.lag for s in orders.info().subscribers] == [0])
     [sub] = orders.info().subscribers
     assert (sub.name, sub.lag) == ("tests.channel_tasks.record", 0)
     wait_for(lambda: orders.info().held == 0)
@@ -227,6 +233,7 @@ def test_a_worker_that_begins_to_serve_a_queue_reads_its_subscriptions(
     assert len(w.channels.subscriptions) == 1
 
 
+@pytest.mark.slow
 def test_a_subscription_into_a_full_queue_waits_and_loses_no_message(
     start_worker: Callable[..., Worker], tmp_path: Path
 ) -> None:

@@ -47,6 +47,7 @@ class FailsAgainAtOnce:
         return moved
 
 
+@pytest.mark.slow
 def test_redo_all_is_bounded_by_the_errors_present_at_the_start(
     redis_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -92,6 +93,7 @@ def test_commands_take_the_prefix_from_a_flag_or_a_file(
     assert not any(k.startswith("ztq:") for k in keys)
 
 
+@pytest.mark.slow
 def test_enqueue_sends_a_known_task_as_the_code_would(
     redis_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -120,6 +122,7 @@ def test_enqueue_sends_a_known_task_as_the_code_would(
     assert added is not None and added.priority == "low"
 
 
+@pytest.mark.slow
 def test_enqueue_imports_module_function_and_sends_unknown_names_only_with_queue(
     redis_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -8,6 +8,8 @@ import pytest
 
 from tests.worker import cli_transcript as transcript
 
+pytestmark = pytest.mark.slow  # every command of docs/cli.md run again
+
 
 def test_every_command_has_an_output_block() -> None:
     for page in transcript.PAGES:

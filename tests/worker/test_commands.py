@@ -6,6 +6,8 @@ import os
 import threading
 import time
 
+import pytest
+
 import ztq.core as ztq
 from tests import sample_tasks as t
 from tests.worker.conftest import wait_for
@@ -63,6 +65,7 @@ class StepCounter:
         wait_for(lambda: any(n >= mark for n in self.finished))
 
 
+@pytest.mark.slow
 def test_pause_and_resume(start_worker) -> None:
     w = start_worker()
     storage = ztq.get_storage()
@@ -185,6 +188,7 @@ def test_kill_a_stuck_task_in_a_thread(start_worker) -> None:
     assert h.record().get("error").startswith("Killed")
 
 
+@pytest.mark.slow
 def test_process_slot_kill_and_hard_timeout(start_worker, tmp_path) -> None:
     w = start_worker({"slow": 1}, pool="process")
     storage = ztq.get_storage()

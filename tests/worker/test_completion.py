@@ -67,6 +67,7 @@ complete_line "ztq queue "
 """
 
 
+@pytest.mark.slow
 def test_bash_completes_a_subcommand_and_a_flag() -> None:
     bash = BASH.replace("{install}", install_line("bash"))
     assert "source <(ztq completion bash)" in bash

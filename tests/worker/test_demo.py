@@ -23,6 +23,8 @@ from ztq.core.engine.workers import get_worker, send_command
 from ztq.worker.demo import RESTART_AFTER
 from ztq.worker.demo.screen import mask_url
 
+pytestmark = pytest.mark.slow  # the demo's processes (Redis, worker, console)
+
 REPO = Path(__file__).resolve().parents[2]
 
 

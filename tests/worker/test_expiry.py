@@ -32,6 +32,7 @@ def statuses(queue: str = "default") -> list[str]:
     return [f["status"] for _, f in storage.client.xrange(storage.keys.history(queue))]
 
 
+@pytest.mark.slow
 def test_a_worker_started_after_the_expiry_runs_nothing_expired(
     redis_url: str, tmp_path: Path
 ) -> None:
@@ -59,6 +60,7 @@ def test_a_worker_started_after_the_expiry_runs_nothing_expired(
     assert timings.totals(storage, ["default"])["default"].expired == 3
 
 
+@pytest.mark.slow
 def test_a_task_held_in_a_batch_past_its_expiry_is_not_run(
     start_worker: Callable[..., Worker], tmp_path: Path
 ) -> None:
@@ -90,6 +92,7 @@ def test_a_task_held_in_a_batch_past_its_expiry_is_not_run(
     assert w.executors[0].is_alive()
 
 
+@pytest.mark.slow
 def test_a_give_back_redis_refuses_leaves_the_rest_of_the_batch_running(
     start_worker: Callable[..., Worker], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -70,6 +70,7 @@ def test_quick_tasks_fetch_the_next_batch_ahead_and_each_runs_once_in_order(
     assert {ztq.ping(h) for h in handles} == {"done"}  # every ack written
 
 
+@pytest.mark.slow
 def test_a_pause_gives_back_what_came_ahead_to_the_head_of_the_queue(
     executor: Executor, tmp_path: Path
 ) -> None:
@@ -85,6 +86,7 @@ def test_a_pause_gives_back_what_came_ahead_to_the_head_of_the_queue(
     assert ran(out) == [str(i) for i in range(60)]
 
 
+@pytest.mark.slow
 def test_a_slow_batch_gives_back_what_came_ahead(executor: Executor, tmp_path: Path) -> None:
     out = tmp_path / "out"
     for i in range(7):

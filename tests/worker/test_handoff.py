@@ -38,6 +38,7 @@ def waiter(queue: str = "default", fresh: bool = False) -> str | None:
     return worker
 
 
+@pytest.mark.slow
 def test_an_idle_executor_gets_the_task_leased_by_the_enqueue(
     start_worker: Callable[..., Worker],
 ) -> None:
@@ -62,6 +63,7 @@ def test_a_second_idle_executor_waits_on_the_wake_list(
     assert [h.get(timeout=10) for h in handles] == [n + 1 for n in range(20)]
 
 
+@pytest.mark.slow
 def test_a_task_handed_to_an_executor_that_stops_goes_back(
     start_worker: Callable[..., Worker],
 ) -> None:

@@ -27,6 +27,8 @@ from ztq.core.errors import ConfigError
 from ztq.worker.embedded import RedisProcess
 from ztq.worker.health import parse_address
 
+pytestmark = pytest.mark.slow  # worker and console processes, systemd and Kubernetes commands
+
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 

@@ -18,6 +18,8 @@ import pytest
 import ztq.core as ztq
 from tests import sample_tasks
 
+pytestmark = pytest.mark.slow  # real worker processes, a second or more each
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 FIELDS = "%(levelname)s|%(name)s|%(task_id)s|%(task)s|%(queue)s|%(attempt)s|%(message)s"

@@ -240,6 +240,7 @@ def test_outside_a_run_a_line_has_no_task_fields(json_lines: io.StringIO) -> Non
     assert line["message"] == "not in a task" and "task_id" not in line
 
 
+@pytest.mark.slow
 def test_a_worker_process_writes_json_lines(redis_url: str, tmp_path: Path) -> None:
     err = tmp_path / "stderr"
     env = {**os.environ, "ZTQ_REDIS_URL": redis_url, "ZTQ_LOG_FORMAT": "json"}
@@ -256,6 +257,7 @@ def test_a_worker_process_writes_json_lines(redis_url: str, tmp_path: Path) -> N
     assert ztq.ping(h) == "done"
 
 
+@pytest.mark.slow
 def test_a_process_slot_child_logs_like_its_worker(redis_url: str, tmp_path: Path) -> None:
     err = tmp_path / "stderr"
     env = {**os.environ, "ZTQ_REDIS_URL": redis_url, "ZTQ_LOG_FORMAT": "json"}
@@ -282,6 +284,7 @@ def test_a_process_slot_child_logs_like_its_worker(redis_url: str, tmp_path: Pat
     assert said["attempt"] == 1
 
 
+@pytest.mark.slow
 def test_a_worker_loses_no_line_at_sigterm(redis_url: str, tmp_path: Path) -> None:
     """Lines wait in memory (here: up to an hour, tests/worker/slow_flush.py); SIGTERM's
     graceful stop ends in a normal exit, which writes them all."""
@@ -309,6 +312,7 @@ def test_a_worker_loses_no_line_at_sigterm(redis_url: str, tmp_path: Path) -> No
     assert text.rstrip().endswith("worker sigterm-logs stopped")
 
 
+@pytest.mark.slow
 def test_a_worker_reads_its_log_level_from_its_file(redis_url: str, tmp_path: Path) -> None:
     ini = tmp_path / "worker.ini"
     ini.write_text(f"[server]\nredis = {redis_url}\nlog_level = warning\n")

@@ -124,6 +124,7 @@ def test_info_json_is_what_the_console_api_serves(
     assert json.loads(run(capsys, redis_url, "workers", "--json")[1])[0]["id"]
 
 
+@pytest.mark.slow
 def test_colours_on_a_terminal_and_none_with_no_color(store: Storage, redis_url: str) -> None:
     scenario.populate(store)
     code, shown = in_a_terminal(redis_url, "info")
@@ -201,6 +202,7 @@ def test_destroying_needs_yes_where_nobody_can_be_asked(
     assert "purge ready" in [a for _, a in audit_actions(store)]
 
 
+@pytest.mark.slow
 def test_a_person_is_asked_and_sees_progress(store: Storage, redis_url: str) -> None:
     for i in range(1200):
         t.boom.delay(f"job-{i}")
@@ -235,6 +237,7 @@ HEADERS = {c.header for columns in TABLES for c in columns} | {"FIELD", "VALUE"}
 TITLES = ("Queues", "Workers", "Errors", "Error groups")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("columns", [80, 100])
 def test_tables_fit_a_narrow_terminal(store: Storage, redis_url: str, columns: int) -> None:
     """On a terminal of 80 or 100 columns the tables leave out columns rather than cut a
@@ -302,6 +305,7 @@ def check(redis_url: str, *argv: str) -> subprocess.CompletedProcess[str]:
     return forked_cli.run([ZTQ, "check", *argv], env, timeout=30)
 
 
+@pytest.mark.slow
 def test_check_exits_non_zero_with_a_reason(store: Storage, redis_url: str) -> None:
     assert check(redis_url).returncode == 0 and check(redis_url).stdout.strip() == "ok"
     t.add.delay(1, 1)
@@ -326,6 +330,7 @@ def test_check_exits_non_zero_with_a_reason(store: Storage, redis_url: str) -> N
     assert down.returncode == 2 and "cannot reach Redis" in down.stderr
 
 
+@pytest.mark.slow
 def test_watch_refreshes_until_interrupted(store: Storage, redis_url: str) -> None:
     t.add.delay(1, 1)
     env = {**os.environ, "ZTQ_REDIS_URL": redis_url, "PYTHONUNBUFFERED": "1"}
@@ -351,6 +356,7 @@ def test_watch_refreshes_until_interrupted(store: Storage, redis_url: str) -> No
     assert re.search(r"^default\s+0/2/0\s", snapshots[2], re.M)
 
 
+@pytest.mark.slow
 def test_every_command_of_docs_cli_md_runs(store: Storage, redis_url: str) -> None:
     """Each ``ztq ...`` line of docs/cli.md, run as written on a populated Redis (names
     in capitals filled in); --watch and the prompt for a password are left out. ``ztq
@@ -421,6 +427,7 @@ def test_task_json_gives_the_result_as_json_not_as_a_string(
     assert "result: 0" in run(capsys, redis_url, "task", zero)[1]  # a falsy result is shown
 
 
+@pytest.mark.slow
 def test_ztq_task_cuts_large_arguments_and_full_prints_them_whole(
     store: Storage, redis_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

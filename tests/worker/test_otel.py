@@ -80,6 +80,7 @@ def test_without_opentelemetry_the_middleware_says_what_to_install(monkeypatch) 
         OpenTelemetry()
 
 
+@pytest.mark.slow
 def test_a_process_slot_child_runs_the_task_under_the_run_span(
     redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

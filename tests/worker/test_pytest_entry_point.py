@@ -33,6 +33,7 @@ def run_pytest(project: Path) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "conftest",
     [None, "ztq.worker.testing.pytest_plugin", "ztq.worker.pytest_plugin"],

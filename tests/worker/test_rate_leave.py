@@ -8,6 +8,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 import ztq.core as ztq
 from tests import sample_tasks as t
 from tests.worker.conftest import wait_for
@@ -15,6 +17,7 @@ from ztq.worker.config import ThreadSpec
 from ztq.worker.worker import Worker
 
 
+@pytest.mark.slow
 def test_a_token_is_not_left_unused_while_the_registered_thread_runs_other_work(
     start_worker: Callable[..., Worker], tmp_path: Path
 ) -> None:

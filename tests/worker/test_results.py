@@ -42,6 +42,7 @@ def test_a_failure_raises_the_remote_error_after_the_retries(start_worker, tmp_p
     assert flaky.wait(timeout=15) == "ok"  # the retries in between are waited for
 
 
+@pytest.mark.slow
 def test_not_finished_times_out_and_an_unknown_id_is_not_found(start_worker) -> None:
     start_worker(grace=0.5)  # the 30 s run is not waited for at the end
     h = t.sleepy.delay(30, "")
@@ -52,6 +53,7 @@ def test_not_finished_times_out_and_an_unknown_id_is_not_found(start_worker) -> 
         TaskHandle("0" * 32, "default").get(timeout=1)
 
 
+@pytest.mark.slow
 def test_waiting_blocks_instead_of_polling(start_worker) -> None:
     start_worker()
     storage = ztq.get_storage()

@@ -80,6 +80,7 @@ def spawned(tmp_path: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
         stop_process(proc)
 
 
+@pytest.mark.slow
 def test_a_worker_process_and_a_client_share_the_prefix_from_the_environment(
     custom_env: str, spawned: list[subprocess.Popen[bytes]], tmp_path: Path
 ) -> None:

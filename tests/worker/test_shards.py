@@ -64,6 +64,7 @@ def test_one_thread_takes_from_every_shard_in_turn(redis_url: str, tmp_path: Pat
     assert [shard_of[n] for n in order[:3]] != [first[0]] * 3
 
 
+@pytest.mark.slow
 def test_an_idle_thread_wakes_for_a_task_in_any_shard(
     redis_url: str, start_worker: Callable[..., Worker], tmp_path: Path
 ) -> None:
@@ -89,6 +90,7 @@ def test_shards_a_producer_added_are_served_after_a_heartbeat(
     assert worker.shards["wide"] == ("wide", "wide~1", "wide~2")
 
 
+@pytest.mark.slow
 def test_burst_mode_waits_for_every_shard(redis_url: str) -> None:
     storage = ztq.get_storage()
     handles = [t.spread.delay(n) for n in range(15)]

@@ -66,6 +66,7 @@ def test_ztq_systems_lists_each_with_its_health(
     assert "eu (default)" in out and "us" in out and "unreachable" not in out
 
 
+@pytest.mark.slow
 def test_an_unreachable_system_is_named_and_the_exit_code_says_so(
     ini: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -121,6 +122,7 @@ def test_an_application_never_reads_ztq_system(
     assert ztq.connect(redis_url).url == redis_url  # only the ztq commands choose systems
 
 
+@pytest.mark.slow
 def test_a_worker_serves_the_system_it_is_given(
     ini: Path, redis_url: str, redis_62: RedisProcess
 ) -> None:

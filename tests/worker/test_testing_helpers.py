@@ -79,6 +79,7 @@ def ztq_redis_server():
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["redis-server", "in-memory"])
 def test_a_user_suite_with_the_plugin(pytester: pytest.Pytester, where: str) -> None:
     conftest = 'pytest_plugins = ["ztq.worker.testing.pytest_plugin"]\n'
@@ -90,6 +91,7 @@ def test_a_user_suite_with_the_plugin(pytester: pytest.Pytester, where: str) -> 
     assert result.ret == 0
 
 
+@pytest.mark.slow
 def test_the_testing_md_project_passes(pytester: pytest.Pytester) -> None:
     import re
     from pathlib import Path

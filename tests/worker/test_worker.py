@@ -6,6 +6,8 @@ import json
 import time
 from pathlib import Path
 
+import pytest
+
 import ztq.core as ztq
 from tests import sample_tasks as t
 from tests.worker.conftest import wait_for
@@ -189,6 +191,7 @@ def test_soft_timeouts_fire_at_the_deadline_not_at_the_next_heartbeat(start_work
         assert 300 <= rec.get("ended") - rec.get("started") < 2000  # the heartbeat is 5 s
 
 
+@pytest.mark.slow
 def test_a_worker_with_more_threads_than_redis_py_pools_runs_each_task_once(
     start_worker, tmp_path
 ) -> None:

@@ -21,6 +21,7 @@ from .conftest import wait_for, worker_processes
 from .test_worker_start import flushed_stderr
 
 
+@pytest.mark.slow
 def test_a_second_worker_with_a_live_name_is_refused_naming_the_others_host_and_pid(
     redis_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -48,6 +49,7 @@ def test_a_stopped_workers_name_may_be_reused(
     assert main(argv) == 0  # the first one's last heartbeat says "stopped"
 
 
+@pytest.mark.slow
 def test_a_worker_serving_none_of_its_tasks_queues_says_so_once(
     redis_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -24,6 +24,7 @@ def flushed_stderr(capsys: pytest.CaptureFixture[str]) -> str:
     return capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_worker_command_prints_a_start_summary_by_default(
     redis_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
