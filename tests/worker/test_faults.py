@@ -98,6 +98,14 @@ def test_sigkill_of_an_async_pool_loses_none_of_its_runs(
         rec = h.record()
         assert rec is not None and rec.state == "running"
     spawn(redis_url, "async-rescuer", "crawl:40:async", imports="tests.async_tasks")
+
+    # up first: what is measured below is the recovery, not how long a Python process takes
+    # to start on a busy machine (the 15 s ran out at load 6 with the start counted in)
+    def up() -> bool:
+        w = get_worker(storage, "async-rescuer")
+        return w is not None and w.status == "running"
+
+    wait_for(up, timeout=60)
     wait_for(lambda: all(ztq.ping(h) != "queued" for h in handles[40:]), timeout=15)
     # the 40 lost runs come back when their leases expire, and run (30 s each) again
     wait_for(
