@@ -37,6 +37,9 @@ CJK = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]")
 # what a page shows or not by the timing of a background thread, left out of the comparison:
 # the alerts page's "resolved" and "in N s" come and go with the alert thread's rounds
 VOLATILE = {"已恢复", "#<t>后"}
+# and which process evaluated the alerts last ("done by this console" or "by another
+# evaluator"): either is the same text of the page, made one token
+EVALUATED_BY = ("由此控制台完成", "由其他评估进程完成")
 ATTRIBUTES = ("title", "aria-label", "placeholder", "alt", "value", "content", "data-confirm")
 
 
@@ -72,6 +75,8 @@ def neutral(text: str) -> str:
     ages and durations, whose units vary with them), made one token."""
     text = re.sub(r"\b[0-9a-f]{12,}\b", "<id>", text)
     text = re.sub(r"[\d.,:]*\d", "#", text)
+    for alternative in EVALUATED_BY:
+        text = text.replace(alternative, "<evaluated by>")
     text = re.sub(r"#(\s?(天|小时|分钟?|秒|毫秒))+", "#<t>", text)
     return re.sub(r"#<t>(\s?#<t>)+", "#<t>", text)  # 1分12秒 and 59秒 are one time
 
