@@ -90,7 +90,14 @@ def test_a_master_dies_under_load_and_the_worker_carries_on(
     try:
         producer.start()
         wait_for(lambda: runs() > 200, timeout=30)
-        victim = cluster.master_of(ztq.get_storage().keys.tasks(QUEUES[0]))
+        # a master other than the one the URL names: a worker whose URL names the master
+        # that dies exits (code 2, "cannot reach Redis"; seen once in CI when an earlier
+        # failover test had made the URL's node a master of these queues) — a known fault,
+        # not what this test measures (docs/scaling.md, "Cluster")
+        seed = cluster.nodes[0].port
+        keys = ztq.get_storage().keys
+        masters = [cluster.master_of(keys.tasks(q)) for q in QUEUES]
+        victim = next(m for m in masters if m.port != seed)
         assert victim.pid is not None
         os.kill(victim.pid, signal.SIGKILL)
         killed_at = time.monotonic()
