@@ -177,9 +177,13 @@ def deps_from(venv: Path) -> Deps:
 
 
 def ensure_deps(cache: Path = CACHE) -> Deps:
-    """``cache/deps``: the tree's runtime dependencies and ``EXTRA_DEPS``, built once (again
-    when that list changes)."""
-    wanted = [*tomllib.loads(tree_pyproject())["project"]["dependencies"], *EXTRA_DEPS]
+    """``cache/deps``: the tree's runtime dependencies, what it builds with and
+    ``EXTRA_DEPS``, built once (again when that list changes). Each side is installed without
+    build isolation from these, so the build's own requirements belong here too (Babel, which
+    setup.py compiles the console's catalogs with: without it no tree since could build)."""
+    project = tomllib.loads(tree_pyproject())
+    build = project.get("build-system", {}).get("requires", [])
+    wanted = [*project["project"]["dependencies"], *build, *EXTRA_DEPS]
     venv = cache / "deps"
     stamp = venv / ".bench-past-deps"
     python = venv / "bin" / "python"
