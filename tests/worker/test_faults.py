@@ -97,7 +97,10 @@ def test_sigkill_of_an_async_pool_loses_none_of_its_runs(
     for h in handles[:40]:
         rec = h.record()
         assert rec is not None and rec.state == "running"
-    spawn(redis_url, "async-rescuer", "crawl:40:async", imports="tests.async_tasks")
+    # room for all 60: the rescuer's reaper puts the 40 lapsed runs (30 s each) at the head
+    # of the queue; with 40 slots, a rescuer that started after their leases lapsed (load 8)
+    # took them first and the 20 waited 30 s behind them
+    spawn(redis_url, "async-rescuer", "crawl:60:async", imports="tests.async_tasks")
 
     # up first: what is measured below is the recovery, not how long a Python process takes
     # to start on a busy machine (the 15 s ran out at load 6 with the start counted in)
